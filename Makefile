@@ -1,0 +1,47 @@
+# sparkcep: two commands for a fresh machine with Python 3.11 and Java 17.
+#   make demo   - set up .venv, run the main job on a bundled example through Spark local mode
+#   make test   - set up .venv with the dev tools, run the whole test suite
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP) $@
+
+demo: $(STAMP)
+	@java -version >/dev/null 2>&1 || { echo "needs Java 17 (java on PATH)"; exit 1; }
+	$(BIN)/sparkcep run examples/cpu_overload/query.cep \
+		--input examples/cpu_overload/events.csv --output demo-output/matches.jsonl
+	@echo "matches written to demo-output/matches.jsonl:"
+	@cat demo-output/matches.jsonl
+
+test: $(DEV_STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(DEV_STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(DEV_STAMP)
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,669 @@
+"""`nfa`: the SASE pattern engine (imprecise-timestamps.md §2.1; semantics in docs/semantics.md).
+
+SEQ with negation anywhere, Kleene closure, cross conditions, a window and the three
+selection strategies, over an `EventTable` of one or more partitions.
+
+The engine runs the automaton for all runs at once, column-wise: a *frontier* holds every
+partial match that has bound components P1..Pi (as arrays of event positions), and
+binding Pi+1 turns it into the next frontier with numpy:
+
+- skip-till-any-match pairs each run with every candidate in its window,
+- skip-till-next-match gives each run its first eligible candidate,
+- strict contiguity gives each run the event right after its last one.
+
+A Kleene component loops (take an element, or proceed), with its elements kept as a
+linked list of nodes (SASE's shared match buffer) and its aggregates as running columns.
+Negations are checked by looking for a forbidding event between the neighbouring
+bound events. Runs are independent of each other, so the start events are processed in
+chunks, which bounds memory when skip-till-any Kleene patterns explode.
+
+>>> import pandas as pd
+>>> from sparkcep import match_local
+>>> stream = pd.DataFrame({"type": list("ABBCD"), "ts": [1, 2, 3, 4, 5],
+...                        "node": [1, 1, 1, 1, 1], "task": [7, 0, 0, 7, 0],
+...                        "value": [0, 99, 98, 0, 50]})
+>>> query = '''PATTERN SEQ(A a, B b, C c, D d)
+...            WHERE a.task = c.task AND b.node = a.node AND d.node = a.node
+...              AND b.value > 95 AND d.value <= 70
+...            STRATEGY {} WITHIN 15'''
+>>> match_local(stream, query.format("SKIP_TILL_ANY_MATCH"))[["a", "b", "c", "d"]]
+   a  b  c  d
+0  0  1  3  4
+1  0  2  3  4
+>>> match_local(stream, query.format("SKIP_TILL_NEXT_MATCH"))[["a", "b", "c", "d"]]
+   a  b  c  d
+0  0  1  3  4
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sparkcep.errors import SparkcepError
+from sparkcep.events import EventTable
+from sparkcep.expressions import Vec, truth
+from sparkcep.language import ast
+from sparkcep.plan import AGGREGATES, Condition, NegationCheck, Plan, PlanComponent
+
+START_CHUNK = 20_000  # start events per pass; runs never interact, so chunks are exact
+FRONTIER_LIMIT = 20_000_000  # partial matches alive at once before we give up clearly
+
+
+class TooManyMatches(SparkcepError):
+    pass
+
+
+@dataclass
+class Frontier:
+    """Partial matches, one per row; positions index the EventTable."""
+
+    first: np.ndarray
+    last: np.ndarray
+    bound: dict[str, np.ndarray] = field(default_factory=dict)  # singleton var -> position
+    kfirst: dict[str, np.ndarray] = field(default_factory=dict)  # Kleene var -> first elem
+    klast: dict[str, np.ndarray] = field(default_factory=dict)
+    kcount: dict[str, np.ndarray] = field(default_factory=dict)
+    knode: dict[str, np.ndarray] = field(default_factory=dict)  # tail node of the elements
+    acc: dict[tuple[str, str, str], Vec] = field(default_factory=dict)  # (var, func, attr)
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def take(self, rows: np.ndarray) -> Frontier:
+        def sub(d):
+            return {k: v[rows] for k, v in d.items()}
+
+        return Frontier(
+            self.first[rows],
+            self.last[rows],
+            sub(self.bound),
+            sub(self.kfirst),
+            sub(self.klast),
+            sub(self.kcount),
+            sub(self.knode),
+            {k: v.take(rows) for k, v in self.acc.items()},
+        )
+
+    @staticmethod
+    def concat(parts: list[Frontier]) -> Frontier:
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(name):
+            return {
+                k: np.concatenate([getattr(p, name)[k] for p in parts])
+                for k in getattr(parts[0], name)
+            }
+
+        acc = {}
+        for k in parts[0].acc:
+            values = np.concatenate([p.acc[k].values for p in parts])
+            nulls = np.concatenate([p.acc[k].nulls() for p in parts])
+            acc[k] = Vec(values, nulls)
+        return Frontier(
+            np.concatenate([p.first for p in parts]),
+            np.concatenate([p.last for p in parts]),
+            cat("bound"),
+            cat("kfirst"),
+            cat("klast"),
+            cat("kcount"),
+            cat("knode"),
+            acc,
+        )
+
+
+@dataclass
+class Matches:
+    """Complete matches: event positions per positive variable (Kleene: lists)."""
+
+    first: np.ndarray
+    last: np.ndarray
+    segment: np.ndarray
+    positions: dict[
+        str, np.ndarray
+    ]  # singleton var -> positions; Kleene var -> object array of position arrays
+    values: dict[str, list]  # RETURN column -> values
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows with [lo, hi): (row index repeated, each value in the range)."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    rows = np.repeat(np.arange(len(lo)), counts)
+    if total == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return rows, starts + np.arange(total)
+
+
+class PatternMatcher:
+    """Finds the matches of one plan in one EventTable (all its partitions at once)."""
+
+    def __init__(self, plan: Plan, table: EventTable, *, max_matches: int | None = None):
+        self.plan = plan
+        self.t = table
+        self.max_matches = max_matches
+        self.positives = plan.positives
+        self.strategy = plan.strategy
+        n = len(table)
+        self.n = n
+        self._index_positions(table)
+        self.cand = {
+            c.index: np.flatnonzero(table.mask & c.bit).astype(np.int64) for c in plan.components
+        }
+        self.node_pos: list[np.ndarray] = []
+        self.node_parent: list[np.ndarray] = []
+        self.node_count = 0
+        self._nodes_cache: tuple[np.ndarray, np.ndarray] | None = None
+        self.kleene_aggs = [a for a in plan.aggregates if plan.component(a.var).kleene]
+
+    # ---- precomputed per-event bounds ------------------------------------------------
+    def _index_positions(self, t: EventTable):
+        n = self.n
+        seg = t.segment
+        if n == 0:
+            z = np.zeros(0, dtype=np.int64)
+            self.seg_end = self.grp_start = self.grp_end = self.win_end = self.win_start = z
+            return
+        seg_starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+        seg_ends = np.r_[seg_starts[1:], n]
+        lengths = seg_ends - seg_starts
+        self.seg_end = np.repeat(seg_ends, lengths)
+        seg_start = np.repeat(seg_starts, lengths)
+        grp_change = np.r_[True, (t.order[1:] != t.order[:-1]) | (seg[1:] != seg[:-1])]
+        grp_starts = np.flatnonzero(grp_change)
+        grp_ends = np.r_[grp_starts[1:], n]
+        glen = grp_ends - grp_starts
+        self.grp_start = np.repeat(grp_starts, glen)
+        self.grp_end = np.repeat(grp_ends, glen)
+        w = self.plan.window
+        if w is None:
+            self.win_end = self.seg_end
+            self.win_start = seg_start
+            return
+        # Times made increasing across segments, with a gap wider than the window between
+        # segments, so one searchsorted finds every event's window inside its segment.
+        ts = t.ts
+        seg_min = ts[seg_starts]
+        seg_max = ts[seg_ends - 1]
+        span = seg_max - seg_min
+        gap = int(min(w, int(span.max()) + 1)) + 1
+        widths = span + gap
+        if float(widths.sum()) + float(w) < 9.0e18:
+            base = np.concatenate(([0], np.cumsum(widths)[:-1]))
+            adj = ts - np.repeat(seg_min - base, lengths)
+            self.win_end = np.searchsorted(adj, adj + w, side="left")
+            self.win_start = np.searchsorted(adj, adj - w, side="right")
+        else:  # huge spans: one segment at a time
+            self.win_end = np.empty(n, dtype=np.int64)
+            self.win_start = np.empty(n, dtype=np.int64)
+            for s, e in zip(seg_starts, seg_ends):
+                part = ts[s:e]
+                self.win_end[s:e] = s + np.searchsorted(part, part + w, side="left")
+                self.win_start[s:e] = s + np.searchsorted(part, part - w, side="right")
+
+    # ---- Kleene element nodes ----------------------------------------------------------
+    def _new_nodes(self, pos: np.ndarray, parent: np.ndarray) -> np.ndarray:
+        ids = np.arange(self.node_count, self.node_count + len(pos), dtype=np.int64)
+        self.node_pos.append(pos)
+        self.node_parent.append(parent)
+        self.node_count += len(pos)
+        self._nodes_cache = None
+        return ids
+
+    def _nodes(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._nodes_cache is None:
+            if self.node_pos:
+                self._nodes_cache = (
+                    np.concatenate(self.node_pos),
+                    np.concatenate(self.node_parent),
+                )
+            else:
+                self._nodes_cache = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return self._nodes_cache
+
+    def _elements(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Walk element lists: (row index, element position, depth from the last)."""
+        node_pos, node_parent = self._nodes()
+        rows_out, pos_out, depth_out = [], [], []
+        rows = np.arange(len(nodes))
+        cur = nodes
+        depth = 0
+        while len(rows):
+            rows_out.append(rows)
+            pos_out.append(node_pos[cur])
+            depth_out.append(np.full(len(rows), depth))
+            cur = node_parent[cur]
+            keep = cur >= 0
+            rows, cur = rows[keep], cur[keep]
+            depth += 1
+        if not rows_out:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        return np.concatenate(rows_out), np.concatenate(pos_out), np.concatenate(depth_out)
+
+    # ---- expression environment ---------------------------------------------------------
+    def _resolver(self, F: Frontier, rows, current: PlanComponent | None, cpos, element_pos):
+        """Values of attributes and aggregates for the rows being evaluated.
+
+        `rows` index F; `current` is the component being bound with candidate positions
+        `cpos`; `element_pos` gives, for Kleene variables checked for every element,
+        the element each evaluated row stands for.
+        """
+        cols = self.t.columns
+
+        def position(var: str) -> np.ndarray:
+            if current is not None and var == current.var:
+                return cpos
+            if var in element_pos:
+                return element_pos[var]
+            if var in F.bound:
+                return F.bound[var][rows]
+            raise KeyError(var)
+
+        def resolve(node: ast.Expr) -> Vec:
+            if isinstance(node, ast.AttrRef):
+                return cols[node.attr].take(position(node.var))
+            assert isinstance(node, ast.Call)
+            arg = node.args[0]
+            var = arg.var  # type: ignore[union-attr]
+            attr = getattr(arg, "attr", None)
+            if node.name == "prev":
+                return cols[attr].take(F.klast[var][rows])
+            comp = self.plan.component(var)
+            if not comp.kleene:
+                if node.name == "count":
+                    return Vec(np.ones(len(rows), dtype=np.int64))
+                value = cols[attr].take(position(var))
+                if node.name == "avg":
+                    return Vec(value.values.astype(np.float64), value.null)
+                return value
+            if node.name == "count":
+                return Vec(F.kcount[var][rows])
+            if node.name == "first":
+                return cols[attr].take(F.kfirst[var][rows])
+            if node.name == "last":
+                return cols[attr].take(F.klast[var][rows])
+            if node.name == "avg":
+                total = F.acc[(var, "sum", attr)].take(rows)
+                count = F.acc[(var, "nn", attr)].take(rows).values
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    avg = total.values / np.maximum(count, 1)
+                return Vec(avg.astype(np.float64), count == 0)
+            return F.acc[(var, node.name, attr)].take(rows)
+
+        return resolve
+
+    def _check(self, conds, F: Frontier, rows, current, cpos) -> np.ndarray:
+        """Which (row, candidate) pairs satisfy every condition in `conds`."""
+        ok = np.ones(len(rows), dtype=bool)
+        for cond in conds:
+            idx = np.flatnonzero(ok)
+            if not len(idx):
+                break
+            r = rows[idx]
+            c = None if cpos is None else cpos[idx]
+            ok[idx] = self._holds(cond.expr, cond.forall, F, r, current, c)
+        return ok
+
+    def _holds(self, expr, forall, F, rows, current, cpos) -> np.ndarray:
+        if not forall:
+            return truth(expr, self._resolver(F, rows, current, cpos, {}), len(rows))
+        # Conditions on earlier Kleene elements hold for every element (every combination).
+        pair = np.arange(len(rows))
+        element_pos: dict[str, np.ndarray] = {}
+        for var in sorted(forall):
+            idx, pos, _ = self._elements(F.knode[var][rows[pair]])
+            pair = pair[idx]
+            element_pos = {k: v[idx] for k, v in element_pos.items()}
+            element_pos[var] = pos
+        c = None if cpos is None else cpos[pair]
+        ok = truth(expr, self._resolver(F, rows[pair], current, c, element_pos), len(pair))
+        bad = np.bincount(pair[~ok], minlength=len(rows)) > 0
+        return ~bad
+
+    # ---- binding a component -----------------------------------------------------------
+    def _conditions(self, comp: PlanComponent, role: str) -> list[Condition]:
+        out = []
+        for c in self.plan.conditions:
+            if c.stage != comp.pos:
+                continue
+            if (
+                (role == "single" and c.kind == "bind")
+                or (role == "first" and c.kind == "element" and not c.has_prev)
+                or (role == "next" and c.kind == "element")
+            ):
+                out.append(c)
+        return out
+
+    def _start(self, comp: PlanComponent, starts: np.ndarray) -> Frontier:
+        role = "first" if comp.kleene else "single"
+        F = Frontier(starts, starts)
+        rows = np.arange(len(starts))
+        good = self._check(self._conditions(comp, role), F, rows, comp, starts)
+        return self._bound(F, rows[good], comp, starts[good], role)
+
+    def _bind(self, F: Frontier, comp: PlanComponent, role: str) -> Frontier:
+        """Extend every run with the component's next event(s), as the strategy says."""
+        cands = self.cand[comp.index]
+        conds = self._conditions(comp, role)
+        last = F.last
+        if self.strategy == "STRICT_CONTIGUITY":
+            nxt = last + 1
+            ok = (nxt < self.seg_end[last]) & (self.grp_end[last] == nxt)
+            ok &= nxt < self.win_end[F.first]
+            ok[ok] &= (self.t.mask[nxt[ok]] & comp.bit) != 0
+            rows = np.flatnonzero(ok)
+            cpos = nxt[rows]
+            good = self._check(conds, F, rows, comp, cpos)
+            return self._bound(F, rows[good], comp, cpos[good], role)
+        lo = np.searchsorted(cands, self.grp_end[last])
+        hi = np.searchsorted(cands, self.win_end[F.first])
+        if self.strategy == "SKIP_TILL_ANY_MATCH":
+            rows, k = _ranges(lo, hi)
+            if len(rows) > FRONTIER_LIMIT:
+                raise TooManyMatches(
+                    f"more than {FRONTIER_LIMIT:,} partial matches at once for '{comp.var}': "
+                    "narrow the window or the conditions, or use --max-matches"
+                )
+            cpos = cands[k]
+            good = self._check(conds, F, rows, comp, cpos)
+            return self._bound(F, rows[good], comp, cpos[good], role)
+        # SKIP_TILL_NEXT_MATCH: the first eligible candidate of each run.
+        active = np.flatnonzero(lo < hi)
+        k = lo[active]
+        if not conds:
+            return self._bound(F, active, comp, cands[k], role)
+        found_rows, found_pos = [], []
+        while len(active):
+            cpos = cands[k]
+            good = self._check(conds, F, active, comp, cpos)
+            found_rows.append(active[good])
+            found_pos.append(cpos[good])
+            active, k = active[~good], k[~good] + 1
+            alive = k < hi[active]
+            active, k = active[alive], k[alive]
+        rows = np.concatenate(found_rows) if found_rows else np.zeros(0, np.int64)
+        cpos = np.concatenate(found_pos) if found_pos else np.zeros(0, np.int64)
+        return self._bound(F, rows, comp, cpos, role)
+
+    def _bound(self, F: Frontier, rows, comp: PlanComponent, cpos, role: str) -> Frontier:
+        """The runs `rows` of F, each extended with the event at `cpos` as `comp`."""
+        G = F.take(rows)
+        G.last = cpos
+        var = comp.var
+        if not comp.kleene:
+            G.bound[var] = cpos
+            return G
+        cols = self.t.columns
+        if role == "first":
+            G.kfirst[var] = cpos
+            G.kcount[var] = np.ones(len(cpos), dtype=np.int64)
+            G.knode[var] = self._new_nodes(cpos, np.full(len(cpos), -1, dtype=np.int64))
+        else:
+            G.kcount[var] = G.kcount[var] + 1
+            G.knode[var] = self._new_nodes(cpos, G.knode[var])
+        G.klast[var] = cpos
+        for need in self.kleene_aggs:
+            if need.var != var or need.func in ("count", "first", "last"):
+                continue
+            x = cols[need.attr].take(cpos)
+            xnull = x.nulls()
+            funcs = ("sum", "nn") if need.func == "avg" else (need.func,)
+            for func in funcs:
+                key = (var, func, need.attr)
+                if role == "first" or key not in G.acc:
+                    if func == "nn":
+                        G.acc[key] = Vec((~xnull).astype(np.int64))
+                    else:
+                        G.acc[key] = Vec(np.where(xnull, 0, x.values), xnull)
+                    continue
+                old = G.acc[key]
+                onull = old.nulls()
+                if func == "nn":
+                    G.acc[key] = Vec(old.values + (~xnull))
+                    continue
+                if func == "sum":
+                    new = old.values + np.where(xnull, 0, x.values)
+                elif func == "min":
+                    new = np.where(
+                        onull,
+                        x.values,
+                        np.where(xnull, old.values, np.minimum(old.values, x.values)),
+                    )
+                else:
+                    new = np.where(
+                        onull,
+                        x.values,
+                        np.where(xnull, old.values, np.maximum(old.values, x.values)),
+                    )
+                G.acc[key] = Vec(new, onull & xnull)
+        return G
+
+    # ---- negation ----------------------------------------------------------------------
+    def _last_of(self, F: Frontier, comp: PlanComponent) -> np.ndarray:
+        return F.klast[comp.var] if comp.kleene else F.bound[comp.var]
+
+    def _first_of(self, F: Frontier, comp: PlanComponent) -> np.ndarray:
+        return F.kfirst[comp.var] if comp.kleene else F.bound[comp.var]
+
+    def _negate(self, F: Frontier, neg: NegationCheck) -> Frontier:
+        """Drop the runs that have a forbidding event in the negation's gap."""
+        if not len(F):
+            return F
+        k = len(self.positives)
+        g = neg.gap
+        if g == 0:
+            lo_pos, hi_pos = self.win_start[F.last], self.grp_start[F.first]
+        elif g == k:
+            lo_pos, hi_pos = self.grp_end[F.last], self.win_end[F.first]
+        else:
+            before = self._last_of(F, self.positives[g - 1])
+            after = self._first_of(F, self.positives[g])
+            lo_pos, hi_pos = self.grp_end[before], self.grp_start[after]
+        cands = self.cand[neg.component.index]
+        lo = np.searchsorted(cands, lo_pos)
+        hi = np.searchsorted(cands, hi_pos)
+        if not neg.conditions:
+            return F.take(np.flatnonzero(hi <= lo))
+        rows, k_ = _ranges(lo, hi)
+        npos = cands[k_]
+        hit = np.ones(len(rows), dtype=bool)
+        for expr in neg.conditions:
+            idx = np.flatnonzero(hit)
+            hit[idx] = self._holds(expr, frozenset(), F, rows[idx], neg.component, npos[idx])
+        killed = np.bincount(rows[hit], minlength=len(F)) > 0
+        return F.take(np.flatnonzero(~killed))
+
+    # ---- driver ------------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        starts: np.ndarray | None = None,
+        emit_from: int = 0,
+        released: tuple[int | None, int | None] | None = None,
+    ) -> Matches:
+        """All matches, in output order.
+
+        `starts` (bool per event) limits which events may start a run; `emit_from` keeps
+        only matches whose last event is at or after that position (incremental use);
+        `released` = (after, upto) keeps, for a pattern with a negation at the end, the
+        matches whose window closes in (after, upto] (None = unbounded).
+        """
+        first = self.positives[0]
+        start_pos = self.cand[first.index]
+        if starts is not None:
+            start_pos = start_pos[starts[start_pos]]
+        parts: list[Frontier] = []
+        total = 0
+        for lo in range(0, len(start_pos), START_CHUNK):
+            F = self._run_chunk(start_pos[lo : lo + START_CHUNK])
+            F = self._emission(F, emit_from, released)
+            if len(F):
+                parts.append(F)
+                total += len(F)
+            if self.max_matches is not None and total >= self.max_matches:
+                break
+        if not parts:
+            return self._materialize(None)
+        return self._materialize(Frontier.concat(parts))
+
+    def _run_chunk(self, start_pos: np.ndarray) -> Frontier:
+        plan = self.plan
+        middle = {}
+        for neg in plan.negations:
+            if neg.stage is not None:
+                middle.setdefault(neg.stage, []).append(neg)
+        F = None
+        for i, comp in enumerate(self.positives):
+            role = "first" if comp.kleene else "single"
+            F = self._start(comp, start_pos) if i == 0 else self._bind(F, comp, role)
+            for neg in middle.get(i, []):
+                F = self._negate(F, neg)
+            if comp.kleene:
+                F = self._kleene(F, comp)
+            if not len(F):
+                return F
+        for neg in plan.negations:
+            if neg.stage is None:
+                F = self._negate(F, neg)
+        return F
+
+    def _kleene(self, F: Frontier, comp: PlanComponent) -> Frontier:
+        """All element lists of a Kleene component, then its closure conditions."""
+        parts = [F]
+        size = len(F)
+        cur = F
+        while len(cur):
+            cur = self._bind(cur, comp, "next")
+            if len(cur):
+                parts.append(cur)
+                size += len(cur)
+                if size > FRONTIER_LIMIT:
+                    raise TooManyMatches(
+                        f"more than {FRONTIER_LIMIT:,} partial matches of the Kleene "
+                        f"variable '{comp.var}': narrow the window or the conditions"
+                    )
+        F = Frontier.concat(parts)
+        closure = [c for c in self.plan.conditions if c.kind == "closure" and c.stage == comp.pos]
+        if closure:
+            ok = self._check(closure, F, np.arange(len(F)), None, None)
+            F = F.take(np.flatnonzero(ok))
+        return F
+
+    def _emission(self, F: Frontier, emit_from: int, released) -> Frontier:
+        if not len(F):
+            return F
+        keep = np.ones(len(F), dtype=bool)
+        if emit_from > 0 and not (self.plan.has_trailing_negation and released is not None):
+            keep &= F.last >= emit_from
+        if self.plan.has_trailing_negation and released is not None:
+            deadline = self.t.ts[F.first] + self.plan.window
+            after, upto = released
+            if after is not None:
+                keep &= deadline > after
+            if upto is not None:
+                keep &= deadline <= upto
+        return F.take(np.flatnonzero(keep)) if not keep.all() else F
+
+    # ---- output ------------------------------------------------------------------------
+    def _materialize(self, F: Frontier | None) -> Matches:
+        plan = self.plan
+        if F is None:
+            z = np.zeros(0, dtype=np.int64)
+            return Matches(
+                z, z, z, {c.var: z for c in self.positives}, {r.name: [] for r in plan.returns}
+            )
+        positions: dict[str, np.ndarray] = {}
+        kleene_lists: dict[str, list] = {}
+        for comp in self.positives:
+            if comp.kleene:
+                kleene_lists[comp.var] = self._lists(F.knode[comp.var])
+                positions[comp.var] = np.empty(len(F), dtype=object)
+                positions[comp.var][:] = kleene_lists[comp.var]
+            else:
+                positions[comp.var] = F.bound[comp.var]
+        order = self._output_order(F, positions)
+        F = F.take(order)
+        positions = {k: v[order] for k, v in positions.items()}
+        values = {r.name: self._return_values(r, F) for r in plan.returns}
+        m = Matches(F.first, F.last, self.t.segment[F.first], positions, values)
+        if self.max_matches is not None and len(m) > self.max_matches:
+            m = _head(m, self.max_matches)
+        return m
+
+    def _lists(self, nodes: np.ndarray) -> list[np.ndarray]:
+        rows, pos, depth = self._elements(nodes)
+        order = np.lexsort((-depth, rows))
+        rows, pos = rows[order], pos[order]
+        bounds = np.searchsorted(rows, np.arange(len(nodes) + 1))
+        return [pos[bounds[i] : bounds[i + 1]] for i in range(len(nodes))]
+
+    def _output_order(self, F: Frontier, positions) -> np.ndarray:
+        """Order by partition, end, start, then the bound events in pattern order."""
+        keys = []
+        for comp in reversed(self.positives):
+            if comp.kleene:
+                lists = positions[comp.var]
+                ranked = sorted(range(len(lists)), key=lambda i: tuple(lists[i]))
+                rank = np.empty(len(lists), dtype=np.int64)
+                rank[ranked] = np.arange(len(lists))
+                keys.append(rank)
+            else:
+                keys.append(positions[comp.var])
+        ts = self.t.ts
+        keys += [ts[F.first], ts[F.last], self.t.segment[F.first]]
+        return np.lexsort(keys)
+
+    def _return_values(self, column, F: Frontier) -> list:
+        n = len(F)
+        rows = np.arange(n)
+        if not column.is_list:
+            return self._value(column.expr, F, rows, {}).to_list()
+        var = next(
+            node.var
+            for node in ast.walk(column.expr)
+            if isinstance(node, ast.AttrRef)
+            and self.plan.component(node.var).kleene
+            and not _inside_aggregate(column.expr, node)
+        )
+        idx, pos, depth = self._elements(F.knode[var])
+        order = np.lexsort((-depth, idx))
+        idx, pos = idx[order], pos[order]
+        vals = self._value(column.expr, F, idx, {var: pos}).to_list()
+        bounds = np.searchsorted(idx, np.arange(n + 1))
+        return [vals[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+    def _value(self, expr, F, rows, element_pos) -> Vec:
+        from sparkcep.expressions import evaluate
+
+        return evaluate(expr, self._resolver(F, rows, None, None, element_pos), len(rows))
+
+
+def _inside_aggregate(expr: ast.Expr, target: ast.Expr) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and node.name in AGGREGATES:
+            if any(sub is target for sub in ast.walk(node)):
+                return True
+    return False
+
+
+def _head(m: Matches, n: int) -> Matches:
+    return Matches(
+        m.first[:n],
+        m.last[:n],
+        m.segment[:n],
+        {k: v[:n] for k, v in m.positions.items()},
+        {k: v[:n] for k, v in m.values.items()},
+    )
+
+
+def find_matches(plan: Plan, table: EventTable, **kwargs) -> Matches:
+    """Every match of `plan` in `table` (all partitions), in output order."""
+    max_matches = kwargs.pop("max_matches", None)
+    return PatternMatcher(plan, table, max_matches=max_matches).run(**kwargs)

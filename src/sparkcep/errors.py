@@ -1,0 +1,53 @@
+"""Errors that are the user's to fix. The CLI prints them without a traceback."""
+
+from __future__ import annotations
+
+from sparkcep.language.ast import Span
+
+
+class SparkcepError(Exception):
+    """Base class of every error caused by a user's query, data or options."""
+
+
+class QueryError(SparkcepError):
+    """A syntax or meaning error in a query, pointing at line and column.
+
+    >>> print(QueryError("unknown variable 'x'", "PATTERN SEQ(A a)\\nWHERE x.v > 1",
+    ...                  Span(2, 7, 2, 10)))
+    line 2, column 7: unknown variable 'x'
+      WHERE x.v > 1
+            ^^^
+    """
+
+    def __init__(self, message: str, text: str = "", span: Span | None = None):
+        self.message = message
+        self.text = text
+        self.span = span or Span.unknown()
+        super().__init__(self.render())
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    @property
+    def column(self) -> int:
+        return self.span.column
+
+    def render(self) -> str:
+        span = self.span
+        if span.line <= 0:
+            return self.message
+        head = f"line {span.line}, column {span.column}: {self.message}"
+        lines = self.text.splitlines()
+        if not 1 <= span.line <= len(lines):
+            return head
+        source = lines[span.line - 1]
+        width = 1
+        if span.end_line == span.line and span.end_column > span.column:
+            width = span.end_column - span.column
+        caret = " " * (span.column - 1) + "^" * max(1, min(width, len(source) - span.column + 1))
+        return f"{head}\n  {source}\n  {caret}"
+
+
+class DataError(SparkcepError):
+    """The input cannot be used: a missing file or column, an empty input, a bad option."""

@@ -1,0 +1,185 @@
+"""Event files in and result files out: CSV (with a header), JSON lines, Parquet, gzipped or
+not, one file or a folder of them (read in name order)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from sparkcep.errors import DataError
+
+FORMATS = {
+    ".csv": "csv",
+    ".jsonl": "json",
+    ".json": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+}
+OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+CORRUPT = "__corrupt_record"
+
+
+def file_format(path: str) -> str | None:
+    name = path.lower()
+    for suffix in (".gz", ".bz2", ".zst", ".snappy"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return FORMATS.get(os.path.splitext(name)[1])
+
+
+def input_files(path: str) -> tuple[list[str], str]:
+    """The files to read (in name order) and their format."""
+    if not os.path.exists(path):
+        raise DataError(f"the input '{path}' does not exist")
+    if os.path.isdir(path):
+        files = sorted(
+            f for f in glob.glob(os.path.join(path, "*")) if os.path.isfile(f) and file_format(f)
+        )
+        if not files:
+            raise DataError(
+                f"the folder '{path}' holds no .csv, .jsonl or .parquet files (gzipped or not)"
+            )
+    else:
+        files = [path]
+    formats = {file_format(f) for f in files}
+    if None in formats:
+        raise DataError(
+            f"cannot tell the format of '{files[0]}': name it .csv, .jsonl or .parquet "
+            "(optionally .gz)"
+        )
+    if len(formats) > 1:
+        raise DataError(f"the folder '{path}' mixes formats ({', '.join(sorted(formats))})")
+    return files, formats.pop()
+
+
+def output_format(path: str) -> str:
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    fmt = OUTPUT_FORMATS.get(os.path.splitext(name)[1])
+    if fmt is None:
+        raise DataError(f"name the output .jsonl, .csv or .parquet (got '{path}')")
+    return fmt
+
+
+def default_rejected_path(output: str) -> str:
+    base = output[:-3] if output.endswith(".gz") else output
+    stem, _ = os.path.splitext(base)
+    return f"{stem}.rejected.jsonl"
+
+
+# ---- pandas (run --local) -----------------------------------------------------------------
+
+
+def read_pandas(path: str, *, sep: str = ",") -> pd.DataFrame:
+    files, fmt = input_files(path)
+    frames = []
+    for f in files:
+        if fmt == "csv":
+            frames.append(pd.read_csv(f, sep=sep))
+        elif fmt == "json":
+            frames.append(pd.read_json(f, lines=True))
+        else:
+            frames.append(pd.read_parquet(f))
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if not len(frame):
+        raise DataError(f"the input '{path}' holds no events")
+    return frame
+
+
+def write_pandas(frame: pd.DataFrame, path: str) -> None:
+    fmt = output_format(path)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    compression = "gzip" if path.endswith(".gz") else None
+    if fmt == "json":
+        frame = frame.copy()
+        for col in frame.columns:  # times are UTC; say so, as Spark does
+            if pd.api.types.is_datetime64_any_dtype(frame[col].dtype) and frame[col].dt.tz is None:
+                frame[col] = frame[col].dt.tz_localize("UTC")
+        frame.to_json(
+            path, orient="records", lines=True, date_format="iso", compression=compression
+        )
+    elif fmt == "csv":
+        out = frame.copy()
+        for col in out.columns:
+            if out[col].map(lambda v: isinstance(v, list)).any():
+                out[col] = out[col].map(
+                    lambda v: pd.io.json.ujson_dumps(v) if isinstance(v, list) else v
+                )
+        out.to_csv(path, index=False, compression=compression)
+    else:
+        frame.to_parquet(path, index=False)
+
+
+# ---- Spark --------------------------------------------------------------------------------
+
+
+def read_spark(spark, path: str, *, sep: str = ","):
+    """(DataFrame, split columns in input order) for a file or folder."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    files, fmt = input_files(path)
+    reader = spark.read
+    if fmt == "csv":
+        inferred = (
+            reader.option("header", True).option("inferSchema", True).option("sep", sep).csv(files)
+        ).schema
+        if not inferred.fields:
+            raise DataError(f"the input '{path}' holds no events")
+        schema = T.StructType([*inferred.fields, T.StructField(CORRUPT, T.StringType())])
+        df = (
+            spark.read.option("header", True)
+            .option("sep", sep)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .schema(schema)
+            .csv(files)
+        )
+    elif fmt == "json":
+        df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
+    else:
+        df = spark.read.parquet(*files)
+    split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
+    return df, split_cols
+
+
+def write_spark(df, path: str) -> None:
+    """Write one file at `path` (Spark writes a folder of parts; we keep the one part)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fmt = output_format(path)
+    if fmt == "csv":
+        for field in df.schema.fields:
+            if isinstance(field.dataType, T.ArrayType | T.StructType | T.MapType):
+                df = df.withColumn(field.name, F.to_json(F.col(f"`{field.name}`")))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".sparkcep-", dir=str(target.parent))
+    try:
+        writer = df.coalesce(1).write.mode("overwrite")
+        if path.endswith(".gz"):
+            writer = writer.option("compression", "gzip")
+        if fmt == "json":
+            writer.option("ignoreNullFields", False).json(tmp + "/out")
+        elif fmt == "csv":
+            writer.option("header", True).csv(tmp + "/out")
+        else:
+            writer.parquet(tmp + "/out")
+        parts = sorted(p for p in glob.glob(tmp + "/out/part-*") if not p.endswith(".crc"))
+        if not parts:  # no rows: Spark may write no part file
+            if fmt == "parquet":
+                df.limit(0).toPandas().to_parquet(path, index=False)
+            else:
+                header = ",".join(df.columns) + "\n" if fmt == "csv" else ""
+                Path(path).write_text(header)
+            return
+        shutil.move(parts[0], path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,197 @@
+"""Plain dataclasses built by the parser: the query as written, with source positions.
+
+Nothing here knows about data or engines; `sparkcep.plan` turns a `Query` into a `Plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a piece of the query was written (1-based line and column; end is exclusive)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @staticmethod
+    def unknown() -> Span:
+        return Span(0, 0, 0, 0)
+
+
+# ---- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expr:
+    span: Span = field(compare=False, repr=False, kw_only=True, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    value: Any  # int | float | str | bool
+
+
+@dataclass(frozen=True)
+class AttrRef(Expr):
+    """`var.attr`: the attribute of the event bound to `var` (each element for a Kleene var)."""
+
+    var: str
+    attr: str
+
+
+@dataclass(frozen=True)
+class VarRef(Expr):
+    """A bare variable: `a` in RETURN a, or `b` in count(b)."""
+
+    var: str
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """`name(args)`: prev(b.x), count/sum/avg/min/max/first/last(b.x), abs(x), ..."""
+
+    name: str  # lower case
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    """Arithmetic (+ - * / %), comparison (= != < <= > >=) or logic (and, or)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Negate(Expr):
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class InList(Expr):
+    operand: Expr
+    values: tuple[Literal, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Equivalence(Expr):
+    """`[attr]`: every component of the pattern has the same value of `attr` (SASE)."""
+
+    attr: str
+
+
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+ARITHMETIC = ("+", "-", "*", "/", "%")
+LOGIC = ("and", "or")
+
+
+# ---- pattern ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Component:
+    """One element of SEQ(...): `Type var`, `!Type var`, `Type+ var[]` or `ANY var`."""
+
+    var: str
+    event_type: str | None  # None means ANY
+    negated: bool = False
+    kleene: bool = False
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class Duration:
+    amount: float
+    unit: str | None  # normalised unit name (ms, s, min, h, days, us, ns) or None for bare
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class OutputItem:
+    """An item of RETURN or AGG: an expression and the column name it gets."""
+
+    expr: Expr
+    alias: str | None
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class Query:
+    components: tuple[Component, ...]
+    where: Expr | None = None
+    strategy: str | None = None
+    strategy_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    within: Duration | None = None
+    order_by: tuple[str, ...] = ()
+    order_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    returns: tuple[OutputItem, ...] = ()
+    group_by: tuple[str, ...] = ()
+    group_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    aggregates: tuple[OutputItem, ...] = ()
+    name: str | None = None
+    text: str = field(default="", compare=False, repr=False)
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+def walk(expr: Expr):
+    """Yield `expr` and every sub-expression, depth first."""
+    yield expr
+    if isinstance(expr, BinOp):
+        yield from walk(expr.left)
+        yield from walk(expr.right)
+    elif isinstance(expr, (Not | Negate, InList)):
+        yield from walk(expr.operand)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from walk(arg)
+
+
+def conjuncts(expr: Expr | None) -> list[Expr]:
+    """Split a WHERE expression on its top-level ANDs."""
+    if expr is None:
+        return []
+    if isinstance(expr, BinOp) and expr.op == "and":
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    return [expr]
+
+
+def to_text(expr: Expr) -> str:
+    """Render an expression back to query syntax (used by `explain` and error messages)."""
+    if isinstance(expr, Literal):
+        if isinstance(expr.value, bool):
+            return "TRUE" if expr.value else "FALSE"
+        if isinstance(expr.value, str):
+            return "'" + expr.value.replace("'", "\\'") + "'"
+        return repr(expr.value)
+    if isinstance(expr, AttrRef):
+        attr = expr.attr if expr.attr.isidentifier() else f"`{expr.attr}`"
+        return f"{expr.var}.{attr}"
+    if isinstance(expr, VarRef):
+        return expr.var
+    if isinstance(expr, Call):
+        return f"{expr.name}({', '.join(to_text(a) for a in expr.args)})"
+    if isinstance(expr, BinOp):
+        op = expr.op.upper() if expr.op in LOGIC else expr.op
+        return f"({to_text(expr.left)} {op} {to_text(expr.right)})"
+    if isinstance(expr, Not):
+        return f"NOT {to_text(expr.operand)}"
+    if isinstance(expr, Negate):
+        return f"-{to_text(expr.operand)}"
+    if isinstance(expr, InList):
+        items = ", ".join(to_text(v) for v in expr.values)
+        return f"{to_text(expr.operand)} {'NOT IN' if expr.negated else 'IN'} ({items})"
+    if isinstance(expr, Equivalence):
+        return f"[{expr.attr}]"
+    raise TypeError(f"not an expression: {expr!r}")

@@ -1,0 +1,399 @@
+"""Query text -> `Query` dataclasses, with syntax errors that point at line and column."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from sparkcep.errors import QueryError
+from sparkcep.language import ast
+
+UNITS = {
+    "ns": "ns", "nanosecond": "ns", "nanoseconds": "ns",
+    "us": "us", "microsecond": "us", "microseconds": "us",
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms", "msec": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "days", "day": "days", "days": "days",
+}  # fmt: skip
+
+CLAUSE_FIELDS = {
+    "where_clause": "WHERE",
+    "strategy_clause": "STRATEGY",
+    "within_clause": "WITHIN",
+    "order_clause": "ORDER BY",
+    "return_clause": "RETURN",
+    "group_clause": "GROUP BY",
+    "agg_clause": "AGG",
+}
+
+
+@cache
+def _lark() -> Lark:
+    grammar = files("sparkcep.language").joinpath("sparkcep.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _span(meta_or_token) -> ast.Span:
+    if isinstance(meta_or_token, Token):
+        return ast.Span(
+            meta_or_token.line,
+            meta_or_token.column,
+            meta_or_token.end_line or meta_or_token.line,
+            meta_or_token.end_column or meta_or_token.column + len(meta_or_token),
+        )
+    meta = meta_or_token
+    if getattr(meta, "empty", True):
+        return ast.Span.unknown()
+    return ast.Span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _name(token: Token) -> str:
+    text = str(token)
+    return text[1:-1] if text.startswith("`") else text
+
+
+def _number(text: str) -> int | float:
+    return int(text) if text.isdigit() else float(text)
+
+
+def _unescape(text: str) -> str:
+    body = text[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append({"n": "\n", "t": "\t"}.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def _error(self, message: str, span: ast.Span) -> QueryError:
+        return QueryError(message, self.text, span)
+
+    # ---- files and queries
+    def start(self, meta, children):
+        return children[0]
+
+    def single_query(self, meta, children):
+        return [children[0]]
+
+    def named_queries(self, meta, children):
+        seen: dict[str, ast.Query] = {}
+        for query in children:
+            if query.name in seen:
+                raise self._error(f"query name '{query.name}' is used twice", query.span)
+            seen[query.name] = query
+        return list(children)
+
+    def named_query(self, meta, children):
+        name, query = children
+        return ast.Query(**{**query.__dict__, "name": str(name)})
+
+    def query(self, meta, children):
+        components, *clauses = children
+        fields: dict = {}
+        seen: dict[str, ast.Span] = {}
+        for kind, span, values in clauses:
+            if kind in seen:
+                raise self._error(f"{CLAUSE_FIELDS[kind]} is given twice", span)
+            seen[kind] = span
+            fields.update(values)
+        span = _span(meta)
+        text = self.text
+        if span.line > 0:
+            lines = text.splitlines(keepends=True)
+            start = sum(len(x) for x in lines[: span.line - 1]) + span.column - 1
+            end = sum(len(x) for x in lines[: span.end_line - 1]) + span.end_column - 1
+            text = text[start:end]
+        return ast.Query(components=components, text=text, span=span, **fields)
+
+    def pattern_clause(self, meta, children):
+        return children[0]
+
+    def seq(self, meta, children):
+        return tuple(children)
+
+    def single(self, meta, children):
+        return tuple(children)
+
+    def component(self, meta, children):
+        negation, event_type, kleene, var, array_marker = children
+        span = _span(meta)
+        if array_marker is not None and kleene is None:
+            raise self._error(
+                f"'{var}[]' marks a Kleene variable: write the type with '+', e.g. "
+                f"'{event_type or 'ANY'}+ {var}[]'",
+                span,
+            )
+        if negation is not None and kleene is not None:
+            raise self._error("a negated component cannot also be a Kleene closure", span)
+        return ast.Component(
+            var=str(var),
+            event_type=event_type,
+            negated=negation is not None,
+            kleene=kleene is not None,
+            span=span,
+        )
+
+    def negation(self, meta, children):
+        return True
+
+    def kleene(self, meta, children):
+        return True
+
+    def array_marker(self, meta, children):
+        return True
+
+    def named_type(self, meta, children):
+        return str(children[0])
+
+    def any_type(self, meta, children):
+        return None
+
+    # ---- clauses
+    def where_clause(self, meta, children):
+        return "where_clause", _span(meta), {"where": children[0]}
+
+    def strategy_clause(self, meta, children):
+        return (
+            "strategy_clause",
+            _span(meta),
+            {"strategy": str(children[0]), "strategy_span": _span(children[0])},
+        )
+
+    def within_clause(self, meta, children):
+        return "within_clause", _span(meta), {"within": children[0]}
+
+    def order_clause(self, meta, children):
+        names = tuple(_name(c) for c in children)
+        return "order_clause", _span(meta), {"order_by": names, "order_span": _span(meta)}
+
+    def return_clause(self, meta, children):
+        return "return_clause", _span(meta), {"returns": tuple(children)}
+
+    def group_clause(self, meta, children):
+        names = tuple(_name(c) for c in children)
+        return "group_clause", _span(meta), {"group_by": names, "group_span": _span(meta)}
+
+    def agg_clause(self, meta, children):
+        return "agg_clause", _span(meta), {"aggregates": tuple(children)}
+
+    def duration(self, meta, children):
+        amount, unit = children
+        unit_name = None
+        if unit is not None:
+            unit_name = UNITS.get(unit.lower())
+            if unit_name is None:
+                raise self._error(
+                    f"unknown time unit '{unit}' (use ms, s, min, h or days)", _span(unit)
+                )
+        return ast.Duration(_number(str(amount)), unit_name, span=_span(meta))
+
+    def unit(self, meta, children):
+        return children[0]
+
+    def return_item(self, meta, children):
+        expr, alias = children
+        return ast.OutputItem(expr, None if alias is None else _name(alias), span=_span(meta))
+
+    agg_item = return_item
+
+    # ---- expressions
+    def or_(self, meta, children):
+        return self._fold("or", meta, children)
+
+    def and_(self, meta, children):
+        return self._fold("and", meta, children)
+
+    def _fold(self, op, meta, children):
+        result = children[0]
+        for child in children[1:]:
+            span = ast.Span(
+                result.span.line, result.span.column, child.span.end_line, child.span.end_column
+            )
+            result = ast.BinOp(op, result, child, span=span)
+        return result
+
+    def not_(self, meta, children):
+        return ast.Not(children[0], span=_span(meta))
+
+    def compare(self, meta, children):
+        # a = b = c is shorthand for a = b AND b = c; other chains are errors.
+        operands = children[0::2]
+        ops = [str(op) for op in children[1::2]]
+        ops = ["!=" if op == "<>" else "=" if op == "==" else op for op in ops]
+        if len(ops) > 1 and any(op != "=" for op in ops):
+            raise self._error(
+                "only '=' can be chained (a.x = b.x = c.x); join other comparisons with AND",
+                _span(meta),
+            )
+        parts = [
+            ast.BinOp(
+                op,
+                left,
+                right,
+                span=ast.Span(
+                    left.span.line, left.span.column, right.span.end_line, right.span.end_column
+                ),
+            )
+            for op, left, right in zip(ops, operands, operands[1:])
+        ]
+        result = parts[0]
+        for part in parts[1:]:
+            result = ast.BinOp("and", result, part, span=_span(meta))
+        return result
+
+    def in_list(self, meta, children):
+        return ast.InList(children[0], tuple(children[1:]), False, span=_span(meta))
+
+    def not_in_list(self, meta, children):
+        return ast.InList(children[0], tuple(children[2:]), True, span=_span(meta))
+
+    def between(self, meta, children):
+        value, low, high = children
+        span = _span(meta)
+        return ast.BinOp(
+            "and", ast.BinOp(">=", value, low, span=span), ast.BinOp("<=", value, high, span=span),
+            span=span,
+        )  # fmt: skip
+
+    def binop(self, meta, children):
+        left, op, right = children
+        return ast.BinOp(str(op), left, right, span=_span(meta))
+
+    def negate(self, meta, children):
+        operand = children[0]
+        if isinstance(operand, ast.Literal) and not isinstance(operand.value, bool | str):
+            return ast.Literal(-operand.value, span=_span(meta))
+        return ast.Negate(operand, span=_span(meta))
+
+    def equivalence(self, meta, children):
+        return ast.Equivalence(_name(children[0]), span=_span(meta))
+
+    def attr_ref(self, meta, children):
+        var, attr = children
+        return ast.AttrRef(str(var), _name(attr), span=_span(meta))
+
+    def var_ref(self, meta, children):
+        return ast.VarRef(str(children[0]), span=_span(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        args = [a for a in args if a is not None]
+        return ast.Call(str(name).lower(), tuple(args), span=_span(meta))
+
+    def number(self, meta, children):
+        return ast.Literal(_number(str(children[0])), span=_span(meta))
+
+    def string(self, meta, children):
+        return ast.Literal(_unescape(str(children[0])), span=_span(meta))
+
+    def true(self, meta, children):
+        return ast.Literal(True, span=_span(meta))
+
+    def false(self, meta, children):
+        return ast.Literal(False, span=_span(meta))
+
+
+_TOKEN_NAMES = {
+    "$END": "the end of the query",
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "COMPARE": "a comparison",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "SEMICOLON": "';'",
+    "COLON": "':'",
+    "DOT": "'.'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+}
+
+
+def _describe_expected(expected: set[str]) -> str:
+    names = set()
+    for name in expected:
+        if name.startswith("__ANON") or name in ("WS", "COMMENT"):
+            continue
+        names.add(_TOKEN_NAMES.get(name, name.upper().replace("_", " ")))
+    if not names:
+        return ""
+    listed = sorted(names)
+    if len(listed) > 8:
+        listed = [*listed[:8], "..."]
+    return " (expected " + ", ".join(listed) + ")"
+
+
+def _syntax_error(text: str, error: UnexpectedInput) -> QueryError:
+    line, column = error.line, error.column
+    if isinstance(error, UnexpectedEOF) or (
+        isinstance(error, UnexpectedToken) and error.token.type == "$END"
+    ):
+        lines = text.rstrip().splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+        expected = getattr(error, "expected", set()) or set()
+        return QueryError(
+            "the query ends too early" + _describe_expected(set(expected)),
+            text,
+            ast.Span(line, column, line, column + 1),
+        )
+    if isinstance(error, UnexpectedToken):
+        token = error.token
+        span = _span(token)
+        return QueryError(
+            f"unexpected '{token}'" + _describe_expected(set(error.expected)), text, span
+        )
+    if isinstance(error, UnexpectedCharacters):
+        char = text[error.pos_in_stream] if error.pos_in_stream < len(text) else "?"
+        return QueryError(
+            f"unexpected character '{char}'", text, ast.Span(line, column, line, column + 1)
+        )
+    return QueryError(str(error), text, ast.Span(max(line, 1), max(column, 1), line, column + 1))
+
+
+def parse_file(text: str) -> list[ast.Query]:
+    """Parse a query file: one query, or several `QUERY name: ...;` queries."""
+    if not text.strip():
+        raise QueryError("the query is empty")
+    try:
+        tree: Tree = _lark().parse(text)
+    except UnexpectedInput as error:
+        raise _syntax_error(text, error) from None
+    try:
+        return _ToAst(text).transform(tree)
+    except Exception as error:  # lark wraps errors raised inside the transformer
+        inner = getattr(error, "orig_exc", error)
+        if isinstance(inner, QueryError):
+            raise inner from None
+        raise
+
+
+def parse(text: str) -> ast.Query:
+    """Parse exactly one query.
+
+    >>> q = parse("PATTERN SEQ(A a, !B b, C+ c[]) WHERE a.x = c.x WITHIN 10 s")
+    >>> [(c.var, c.event_type, c.negated, c.kleene) for c in q.components]
+    [('a', 'A', False, False), ('b', 'B', True, False), ('c', 'C', False, True)]
+    >>> q.within.amount, q.within.unit
+    (10, 's')
+    """
+    queries = parse_file(text)
+    if len(queries) != 1:
+        raise QueryError(f"expected one query, found {len(queries)}", text, queries[1].span)
+    return queries[0]

@@ -1,0 +1,70 @@
+"""Matches (event positions) -> the output rows of the contract in docs/semantics.md."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sparkcep.engines.nfa import Matches
+from sparkcep.events import EventTable
+from sparkcep.plan import Plan
+from sparkcep.schema import Kind
+
+
+def output_frame(
+    plan: Plan, frame: pd.DataFrame, table: EventTable, matches: Matches, id_col: str
+) -> pd.DataFrame:
+    """One row per match: start, end, key columns, ids per variable, RETURN values.
+
+    `frame` is the events frame `table` was built from; `id_col` names its id column.
+    """
+    row = table.row
+    time = frame[plan.options.time_col].to_numpy()
+    ids = frame[id_col].to_numpy()
+    first_rows = row[matches.first]
+    out: dict[str, object] = {
+        "start": time[first_rows],
+        "end": time[row[matches.last]],
+    }
+    for k in plan.key:
+        out[k] = frame[k].to_numpy()[first_rows]
+    for comp in plan.positives:
+        pos = matches.positions[comp.var]
+        if comp.kleene:
+            out[comp.var] = [ids[row[p]].tolist() for p in pos]
+        else:
+            out[comp.var] = ids[row[pos.astype(np.int64)]]
+    for col in plan.returns:
+        out[col.name] = _typed(matches.values[col.name], col.kind, col.is_list)
+    result = pd.DataFrame(out)
+    if not len(result):
+        result = empty_output(plan, frame, id_col)
+    return result
+
+
+def _typed(values: list, kind: Kind, is_list: bool):
+    if is_list:
+        return values
+    if kind == "int":
+        return pd.array(values, dtype="Int64")
+    if kind == "float":
+        return pd.array([np.nan if v is None else v for v in values], dtype="float64")
+    if kind == "bool":
+        return pd.array(values, dtype="boolean")
+    return values
+
+
+def empty_output(plan: Plan, frame: pd.DataFrame, id_col: str) -> pd.DataFrame:
+    cols: dict[str, pd.Series] = {}
+    time = frame[plan.options.time_col]
+    cols["start"] = pd.Series([], dtype=time.dtype)
+    cols["end"] = pd.Series([], dtype=time.dtype)
+    for k in plan.key:
+        cols[k] = pd.Series([], dtype=frame[k].dtype)
+    for comp in plan.positives:
+        cols[comp.var] = pd.Series([], dtype=object if comp.kleene else frame[id_col].dtype)
+    dtypes = {"int": "Int64", "float": "float64", "bool": "boolean"}
+    for col in plan.returns:
+        dtype = object if col.is_list else dtypes.get(col.kind, object)
+        cols[col.name] = pd.Series([], dtype=dtype)
+    return pd.DataFrame(cols)

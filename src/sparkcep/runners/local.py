@@ -1,0 +1,75 @@
+"""The local runner: pandas in, pandas out, no JVM (notebooks, tests, `run --local`)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from sparkcep.engines.nfa import find_matches
+from sparkcep.events import build_table
+from sparkcep.inputs import ROW, as_frame, schema_of, split_valid
+from sparkcep.output import empty_output, output_frame
+from sparkcep.plan import Options, Plan, analyze
+
+
+@dataclass
+class LocalRun:
+    plan: Plan
+    matches: pd.DataFrame
+    rejected: pd.DataFrame
+    events_read: int
+    stats: dict = field(default_factory=dict)
+
+
+def run_local(
+    events,
+    query: str | Plan,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    max_matches: int | None = None,
+) -> LocalRun:
+    """Match `query` on `events` (a pandas DataFrame or an iterable of dicts)."""
+    frame = as_frame(events)
+    valid, rejected = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
+    if isinstance(query, Plan):
+        plan = query
+    else:
+        options = Options(time_col, type_col, id_col, time_unit, tiebreak)
+        schema = schema_of(valid.drop(columns=[ROW]))
+        plan = analyze(query, schema, options)
+    ids = id_col or ROW
+    table = build_table(plan, valid, ids)
+    if not len(table):
+        matches = empty_output(plan, valid, ids)
+    else:
+        found = find_matches(plan, table, max_matches=max_matches)
+        matches = output_frame(plan, valid, table, found, ids)
+    return LocalRun(plan, matches, rejected.drop(columns=[ROW]), len(frame))
+
+
+def match_local(events, query: str, **options) -> pd.DataFrame:
+    """The matches of `query` in `events`, as a pandas DataFrame (see docs/semantics.md).
+
+    >>> import pandas as pd
+    >>> events = pd.DataFrame({"type": ["A", "B", "C"], "ts": [1, 2, 3], "v": [1, 5, 9]})
+    >>> match_local(events, "PATTERN SEQ(A a, B b, C c) WHERE a.v < b.v WITHIN 5")
+       start  end  a  b  c
+    0      1    3  0  1  2
+
+    Rows whose time or type is missing or unreadable are left out with a warning;
+    `run_local` returns them as `rejected`.
+    """
+    run = run_local(events, query, **options)
+    if len(run.rejected):
+        warnings.warn(
+            f"{len(run.rejected)} of {run.events_read} rows were rejected "
+            f"(first reason: {run.rejected['reason'].iloc[0]}); run_local(...).rejected has them",
+            stacklevel=2,
+        )
+    return run.matches

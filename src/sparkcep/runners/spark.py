@@ -1,0 +1,447 @@
+"""The Spark batch runner: Spark reads, checks, filters and partitions; an engine matches.
+
+    events ──check rows──▶ valid ──mask + filter (JVM)──▶ partition ──sort──▶ engine per
+                └─▶ rejected (with a reason)               by key, or by time ranges
+                                                           that overlap by the window
+
+Keyed queries are repartitioned by the key and each Spark partition is matched in one
+call over all its keys (a segment per key). Unkeyed queries with a window are split into
+time ranges of at least the window's length; each range also receives the events up to
+one window before and after it, and reports only the matches that start inside it, so
+no match is lost or reported twice. Unkeyed queries without a window run in one
+partition.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkcep.errors import DataError
+from sparkcep.events import MASK, TICKS
+from sparkcep.files import CORRUPT
+from sparkcep.inputs import REASON, ROW
+from sparkcep.plan import Options, Plan, analyze
+from sparkcep.runners.spark_expr import filter_column, mask_column
+from sparkcep.schema import Kind
+
+RANGE = "__range"
+MID = "__mid"
+SPLIT = "__split"
+EVENTS_PER_RANGE = 200_000  # unkeyed queries: aim for ranges of about this many events
+
+
+def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **conf) -> SparkSession:
+    """A SparkSession set up for sparkcep: local mode by default, UTC, UI off."""
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master or "local[*]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# ---- reading kinds off Spark schemas ---------------------------------------------------
+
+
+def kind_of_spark(dtype: T.DataType) -> Kind:
+    if isinstance(dtype, T.BooleanType):
+        return "bool"
+    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return "int"
+    if isinstance(dtype, T.FloatType | T.DoubleType | T.DecimalType):
+        return "float"
+    if isinstance(dtype, T.StringType):
+        return "string"
+    if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return "timestamp"
+    return "unknown"
+
+
+def spark_type(kind: Kind) -> T.DataType:
+    return {
+        "int": T.LongType(),
+        "float": T.DoubleType(),
+        "string": T.StringType(),
+        "bool": T.BooleanType(),
+        "timestamp": T.TimestampType(),
+    }.get(kind, T.StringType())
+
+
+# ---- checking rows ----------------------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """Valid rows (time normalised, ticks in TICKS, ids in `id_col`) and rejected rows."""
+
+    valid: DataFrame
+    rejected: DataFrame
+    id_col: str
+    events_read: int
+    rejected_count: int
+    min_tick: int | None
+    max_tick: int | None
+    time_kind: Kind
+    splits: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def check_rows(
+    df: DataFrame,
+    *,
+    time_col: str,
+    type_col: str,
+    id_col: str | None,
+    split_cols: list[Column] | None = None,
+) -> Checked:
+    """Split rows into valid and rejected, number them when there is no id column, and
+    gather counts and the time range in one pass over the data.
+
+    `split_cols` name the input splits in input order (file, offset) so that row numbers
+    follow the input order; by default, Spark's partitions of `df` in order.
+    """
+    columns = df.columns
+    for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
+        if col is not None and col not in columns:
+            raise DataError(
+                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
+            )
+    time_type = df.schema[time_col].dataType
+    raw = F.col(f"`{time_col}`")
+    if isinstance(time_type, T.TimestampType | T.TimestampNTZType | T.DateType):
+        time_kind: Kind = "timestamp"
+        parsed = raw.cast("timestamp")
+    elif isinstance(time_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        time_kind = "int"
+        parsed = raw.cast("long")
+    elif isinstance(time_type, T.FloatType | T.DoubleType | T.DecimalType):
+        time_kind = "int"
+        parsed = F.when(raw == F.floor(raw), raw.cast("long"))
+    else:
+        text = raw.cast("string")
+        as_long = F.expr(f"try_cast(`{time_col}` AS BIGINT)")
+        as_stamp = F.try_to_timestamp(text)
+        counts = df.select(
+            F.count(as_long).alias("n_long"), F.count(as_stamp).alias("n_stamp")
+        ).first()
+        if counts["n_long"] >= counts["n_stamp"]:
+            time_kind, parsed = "int", as_long
+        else:
+            time_kind, parsed = "timestamp", as_stamp
+    ticks = F.unix_micros(parsed) if time_kind == "timestamp" else parsed
+    type_missing = F.col(f"`{type_col}`").isNull() | (
+        F.trim(F.col(f"`{type_col}`").cast("string")) == ""
+    )
+    reason = F
+    if CORRUPT in columns:
+        reason = reason.when(F.col(CORRUPT).isNotNull(), F.lit("malformed row"))
+    reason = (
+        reason.when(raw.isNull(), F.lit(f"{time_col} is missing"))
+        .when(parsed.isNull(), F.lit(f"{time_col} is not an integer or a timestamp"))
+        .when(type_missing, F.lit(f"{type_col} is missing"))
+    )
+    split_cols = split_cols if split_cols is not None else [F.spark_partition_id()]
+    staged = df.withColumn(REASON, reason)
+    if id_col is None:
+        staged = staged.withColumn(MID, F.monotonically_increasing_id())
+    for i, col in enumerate(split_cols):
+        staged = staged.withColumn(f"{SPLIT}{i}", col)
+    split_names = [f"{SPLIT}{i}" for i in range(len(split_cols))]
+    valid_flag = F.col(REASON).isNull()
+    stats = (
+        staged.groupBy(*split_names)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(valid_flag, 0).otherwise(1)).alias("bad"),
+            F.min(F.when(valid_flag, ticks)).alias("tmin"),
+            F.max(F.when(valid_flag, ticks)).alias("tmax"),
+            *([F.min(MID).alias("base")] if id_col is None else []),
+        )
+        .collect()
+    )
+    stats = sorted(stats, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
+    events_read = sum(r["n"] for r in stats)
+    if events_read == 0:
+        raise DataError("the input holds no events")
+    rejected_count = sum(r["bad"] for r in stats)
+    tmins = [r["tmin"] for r in stats if r["tmin"] is not None]
+    tmaxs = [r["tmax"] for r in stats if r["tmax"] is not None]
+    if id_col is None:
+        offsets, total = [], 0
+        for r in stats:
+            offsets.append((*[r[n] for n in split_names], int(r["base"]), total))
+            total += r["n"]
+        spark = df.sparkSession
+        schema = T.StructType(
+            [T.StructField(n, staged.schema[n].dataType) for n in split_names]
+            + [T.StructField("__base", T.LongType()), T.StructField("__offset", T.LongType())]
+        )
+        mapping = spark.createDataFrame(offsets, schema)
+        staged = staged.join(F.broadcast(mapping), on=split_names, how="left")
+        staged = staged.withColumn(ROW, F.col(MID) - F.col("__base") + F.col("__offset")).drop(
+            MID, "__base", "__offset"
+        )
+        id_col = ROW
+    staged = staged.drop(*split_names)
+    rejected = staged.filter(F.col(REASON).isNotNull())
+    valid = (
+        staged.filter(F.col(REASON).isNull())
+        .drop(REASON, *([CORRUPT] if CORRUPT in columns else []))
+        .withColumn(time_col, parsed)
+        .withColumn(TICKS, ticks)
+    )
+    return Checked(
+        valid,
+        rejected,
+        id_col,
+        events_read,
+        rejected_count,
+        min(tmins) if tmins else None,
+        max(tmaxs) if tmaxs else None,
+        time_kind,
+        len(stats),
+    )
+
+
+def _sortable(value):
+    return (value is None, value if value is not None else 0)
+
+
+# ---- matching ---------------------------------------------------------------------------
+
+
+@dataclass
+class SparkRun:
+    plan: Plan
+    matches: DataFrame
+    rejected: DataFrame
+    checked: Checked
+    partitions: int
+    layout: str  # how the work was split, in words
+
+
+def schema_of(df: DataFrame, ignore: tuple[str, ...] = ()) -> dict[str, Kind]:
+    return {f.name: kind_of_spark(f.dataType) for f in df.schema.fields if f.name not in ignore}
+
+
+def run(
+    df: DataFrame,
+    query: str | Plan,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    max_matches: int | None = None,
+    split_cols: list[Column] | None = None,
+    partitions: int | None = None,
+) -> SparkRun:
+    """Match `query` on a Spark DataFrame; returns matches and rejected rows (lazy)."""
+    checked = check_rows(
+        df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols
+    )
+    if isinstance(query, Plan):
+        plan = query
+    else:
+        options = Options(time_col, type_col, id_col, time_unit, tiebreak)
+        schema = schema_of(checked.valid, ignore=(TICKS, ROW))
+        schema[time_col] = checked.time_kind
+        plan = analyze(query, schema, options)
+    spark = df.sparkSession
+    if partitions is None:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    events = checked.valid.withColumn(MASK, mask_column(plan))
+    if plan.strategy != "STRICT_CONTIGUITY":
+        events = events.filter(filter_column(plan))
+    for k in plan.key:
+        events = events.filter(F.col(f"`{k}`").isNotNull())
+    needed = [
+        *plan.key,
+        time_col,
+        TICKS,
+        *([plan.tiebreak] if plan.tiebreak else []),
+        checked.id_col,
+        MASK,
+        *plan.engine_attributes(),
+    ]
+    events = events.select(*[F.col(f"`{c}`") for c in dict.fromkeys(needed)])
+    ranged = False
+    range_len = 0
+    t0 = checked.min_tick or 0
+    if plan.key:
+        segment_cols = list(plan.key)
+        events = events.repartition(partitions, *[F.col(f"`{k}`") for k in plan.key])
+        layout = f"partitioned by {', '.join(plan.key)} into {partitions} Spark partitions"
+        n_parts = partitions
+    elif plan.window is not None and checked.min_tick is not None:
+        ranged = True
+        span = checked.max_tick - checked.min_tick + 1
+        valid_events = checked.events_read - checked.rejected_count
+        n_ranges = max(partitions, math.ceil(valid_events / EVENTS_PER_RANGE))
+        range_len = max(plan.window, math.ceil(span / n_ranges))
+        n_ranges = math.ceil(span / range_len)
+        events = _explode_ranges(events, plan.window, t0, range_len, n_ranges)
+        segment_cols = [RANGE]
+        events = events.repartition(min(partitions, n_ranges), F.col(RANGE))
+        layout = (
+            f"no key: {n_ranges} time ranges of {range_len} ticks, overlapping by the "
+            f"window ({plan.window})"
+        )
+        n_parts = n_ranges
+    else:
+        segment_cols = []
+        warnings.warn(
+            "the query has neither a key nor a window: all events are matched in one partition",
+            stacklevel=2,
+        )
+        events = events.repartition(1)
+        layout = "no key and no window: one partition"
+        n_parts = 1
+    sort_cols = [*segment_cols, TICKS, *([plan.tiebreak] if plan.tiebreak else []), checked.id_col]
+    events = events.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_cols])
+    id_type = checked.valid.schema[checked.id_col].dataType
+    out_schema = output_schema(plan, checked.valid.schema, id_type)
+    matcher = PartitionMatcher(
+        plan, checked.id_col, segment_cols, ranged, t0, range_len, max_matches
+    )
+    matches = events.mapInPandas(matcher, out_schema)
+    order = [*plan.key, "end", "start", *[c.var for c in plan.positives]]
+    matches = matches.orderBy(*[F.col(f"`{c}`") for c in order])
+    if max_matches is not None:
+        matches = matches.limit(max_matches)
+    return SparkRun(plan, matches, checked.rejected, checked, n_parts, layout)
+
+
+def match(df: DataFrame, query: str, **options) -> DataFrame:
+    """The matches of `query` in the Spark DataFrame `df`, as a Spark DataFrame.
+
+    Options (keyword-only): time_col="ts", type_col="type", id_col=None (ids are then
+    0-based row numbers in the DataFrame's order), time_unit=None (ms, s, us or ns for
+    an integer time column), tiebreak=None, max_matches=None, partitions=None.
+    Rejected rows are counted in a warning; `sparkcep.runners.spark.run` returns them.
+    """
+    result = run(df, query, **options)
+    if result.checked.rejected_count:
+        warnings.warn(
+            f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
+            "rejected (time or type missing or unreadable); run(...).rejected has them",
+            stacklevel=2,
+        )
+    return result.matches
+
+
+def _explode_ranges(events: DataFrame, w: int, t0: int, length: int, n_ranges: int) -> DataFrame:
+    """Each event goes to every range [lo, lo+length) with lo − w < t < lo + length + w."""
+    t = F.col(TICKS)
+    own = F.floor((t - F.lit(t0)) / F.lit(length)).cast("long")
+    candidates = F.array(own - 1, own, own + 1)
+    events = events.withColumn(RANGE, F.explode(candidates))
+    lo = F.lit(t0) + F.col(RANGE) * F.lit(length)
+    keep = (
+        (F.col(RANGE) >= 0)
+        & (F.col(RANGE) < n_ranges)
+        & (t > lo - F.lit(w))
+        & (t < lo + F.lit(length) + F.lit(w))
+    )
+    return events.filter(keep)
+
+
+def output_schema(plan: Plan, input_schema: T.StructType, id_type: T.DataType) -> T.StructType:
+    time_type = input_schema[plan.options.time_col].dataType
+    fields = [T.StructField("start", time_type), T.StructField("end", time_type)]
+    for k in plan.key:
+        fields.append(T.StructField(k, input_schema[k].dataType))
+    for comp in plan.positives:
+        fields.append(T.StructField(comp.var, T.ArrayType(id_type) if comp.kleene else id_type))
+    for col in plan.returns:
+        dtype = spark_type(col.kind)
+        fields.append(T.StructField(col.name, T.ArrayType(dtype) if col.is_list else dtype))
+    return T.StructType(fields)
+
+
+class PartitionMatcher:
+    """The function mapInPandas runs on each Spark partition (pickled to the workers).
+
+    It gathers the partition's batches into chunks of whole segments (keys or time
+    ranges) and matches each chunk in one engine call.
+    """
+
+    CHUNK_ROWS = 500_000
+
+    def __init__(self, plan, id_col, segment_cols, ranged, t0, range_len, max_matches):
+        self.plan = plan
+        self.id_col = id_col
+        self.segment_cols = segment_cols
+        self.ranged = ranged
+        self.t0 = t0
+        self.range_len = range_len
+        self.max_matches = max_matches
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        pending: list[pd.DataFrame] = []
+        rows = 0
+        for batch in batches:
+            if not len(batch):
+                continue
+            pending.append(batch)
+            rows += len(batch)
+            if rows >= self.CHUNK_ROWS and self.segment_cols:
+                frame = pd.concat(pending, ignore_index=True)
+                cut = self._last_segment_start(frame)
+                if cut > 0:
+                    yield from self._match(frame.iloc[:cut].reset_index(drop=True))
+                    frame = frame.iloc[cut:].reset_index(drop=True)
+                pending, rows = [frame], len(frame)
+        if pending:
+            yield from self._match(pd.concat(pending, ignore_index=True))
+
+    def _last_segment_start(self, frame: pd.DataFrame) -> int:
+        last = frame.iloc[-1]
+        same = pd.Series(True, index=frame.index)
+        for c in self.segment_cols:
+            same &= frame[c] == last[c]
+        differing = (~same).to_numpy().nonzero()[0]
+        return int(differing[-1]) + 1 if len(differing) else 0
+
+    def _match(self, frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        from sparkcep.engines.nfa import find_matches
+        from sparkcep.events import build_table
+        from sparkcep.output import output_frame
+
+        table = build_table(
+            self.plan, frame, self.id_col, sorted_=True, segment_cols=self.segment_cols
+        )
+        if not len(table):
+            return
+        starts = None
+        if self.ranged:
+            ticks = frame[TICKS].to_numpy()
+            own = (ticks - self.t0) // self.range_len
+            starts = (own == frame[RANGE].to_numpy())[table.row]
+        matches = find_matches(self.plan, table, starts=starts, max_matches=self.max_matches)
+        if len(matches):
+            yield output_frame(self.plan, frame, table, matches, self.id_col)

@@ -1,0 +1,84 @@
+"""Local conditions -> Spark column expressions, so filtering happens in the JVM.
+
+The semantics match `sparkcep.expressions` (SQL null logic, `/` and `%` give null on a
+zero divisor), so the event bitmask is the same whether pandas or Spark computes it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sparkcep.language import ast
+from sparkcep.plan import Plan
+
+_COMPARE = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+_ARITHMETIC = {
+    "+": F.try_add,
+    "-": F.try_subtract,
+    "*": F.try_multiply,
+    "/": F.try_divide,
+    "%": F.try_mod,
+}
+
+
+def to_column(expr: ast.Expr) -> Column:
+    """A local (one-variable, element-wise) expression as a Spark Column."""
+    if isinstance(expr, ast.Literal):
+        return F.lit(expr.value)
+    if isinstance(expr, ast.AttrRef):
+        return F.col(f"`{expr.attr}`")
+    if isinstance(expr, ast.Call) and expr.name == "abs":
+        return F.abs(to_column(expr.args[0]))
+    if isinstance(expr, ast.Negate):
+        return F.negative(to_column(expr.operand))
+    if isinstance(expr, ast.Not):
+        return ~to_column(expr.operand)
+    if isinstance(expr, ast.InList):
+        hit = to_column(expr.operand).isin([v.value for v in expr.values])
+        return ~hit if expr.negated else hit
+    if isinstance(expr, ast.BinOp):
+        left, right = to_column(expr.left), to_column(expr.right)
+        if expr.op == "and":
+            return left & right
+        if expr.op == "or":
+            return left | right
+        if expr.op in _COMPARE:
+            return _COMPARE[expr.op](left, right)
+        return _ARITHMETIC[expr.op](left, right)
+    raise TypeError(f"not a local expression: {expr!r}")
+
+
+def component_condition(plan: Plan, comp) -> Column:
+    """True where an event can match `comp`: its type and local conditions hold."""
+    cond = (
+        F.lit(True)
+        if comp.event_type is None
+        else F.col(plan.options.type_col) == F.lit(comp.event_type)
+    )
+    for expr in comp.local:
+        cond = cond & to_column(expr)
+    return F.coalesce(cond, F.lit(False))
+
+
+def mask_column(plan: Plan) -> Column:
+    """The bitmask of components each event can match (bit i = component i)."""
+    mask = F.lit(0).cast("long")
+    for comp in plan.components:
+        mask = mask + F.when(component_condition(plan, comp), F.lit(comp.bit)).otherwise(F.lit(0))
+    return mask
+
+
+def filter_column(plan: Plan) -> Column:
+    """The pushed-down filter: the event can match some component."""
+    cond = F.lit(False)
+    for comp in plan.components:
+        cond = cond | component_condition(plan, comp)
+    return cond

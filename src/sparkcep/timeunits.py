@@ -1,0 +1,43 @@
+"""Durations and time units: the engines work on int64 times in one unit per query."""
+
+from __future__ import annotations
+
+import math
+
+# Length of each unit in nanoseconds.
+NANOS = {
+    "ns": 1,
+    "us": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "min": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "days": 86_400_000_000_000,
+}
+
+TIME_UNITS = ("ns", "us", "ms", "s")  # units an integer time column may be declared in
+
+
+def convert(amount: float, unit: str, target: str) -> float:
+    """Express `amount` of `unit` in `target` units.
+
+    >>> convert(5, "s", "ms")
+    5000.0
+    >>> convert(1, "days", "s")
+    86400.0
+    """
+    return amount * NANOS[unit] / NANOS[target]
+
+
+def window_ticks(amount: float, unit: str | None, target: str | None) -> int:
+    """The exclusive window `w` as a whole number of time-column ticks.
+
+    Times are integers, so `last − first < w` is the same as `last − first < ceil(w)`.
+
+    >>> window_ticks(1.5, "s", "s")
+    2
+    >>> window_ticks(11, None, None)
+    11
+    """
+    value = float(amount) if unit is None or target is None else convert(amount, unit, target)
+    return math.ceil(value - 1e-9)
