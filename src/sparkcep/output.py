@@ -38,8 +38,23 @@ def output_frame(
         out[col.name] = _typed(matches.values[col.name], col.kind, col.is_list)
     result = pd.DataFrame(out)
     if not len(result):
-        result = empty_output(plan, frame, id_col)
-    return result
+        return empty_output(plan, frame, id_col)
+    return sort_output(plan, result)
+
+
+def sort_output(plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in output order: key, end, start, then the ids of the bound events."""
+    cols = [*plan.key, "end", "start", *[c.var for c in plan.positives]]
+    if len(frame) < 2:
+        return frame.reset_index(drop=True)
+    keys = []
+    for name in reversed(cols):
+        values = frame[name]
+        if values.dtype == object and len(values) and isinstance(values.iloc[0], list):
+            values = values.map(tuple)
+        keys.append(pd.factorize(values, sort=True)[0])
+    order = np.lexsort(keys)
+    return frame.iloc[order].reset_index(drop=True)
 
 
 def _typed(values: list, kind: Kind, is_list: bool):

@@ -234,6 +234,16 @@ class _Analyzer:
             col(span.end_line, span.end_column),
         )
 
+    def _source(self, span: ast.Span) -> str:
+        """The text of the query where `span` points."""
+        rel = self._relative(span)
+        if rel is None or rel.line <= 0:
+            return ""
+        lines = self.text.splitlines(keepends=True)
+        start = sum(len(x) for x in lines[: rel.line - 1]) + rel.column - 1
+        end = sum(len(x) for x in lines[: rel.end_line - 1]) + rel.end_column - 1
+        return self.text[start:end]
+
     # ---- driver
     def run(self) -> Plan:
         q = self.query
@@ -443,11 +453,10 @@ class _Analyzer:
         out: list[ast.Expr] = []
         for expr in ast.conjuncts(where):
             if isinstance(expr, ast.Equivalence):
-                comps = list(self.comps.values())
-                if len(comps) < 2:
-                    continue
-                first = comps[0]
-                for other in comps[1:]:
+                first = self.comps[self.positive_vars[0]]
+                for other in self.comps.values():
+                    if other is first:
+                        continue
                     out.append(
                         ast.BinOp(
                             "=",
@@ -583,7 +592,7 @@ class _Analyzer:
             value_kind = kind_of_value(expr.values[0].value)
             if not comparable(kind, value_kind):
                 raise self.error(
-                    f"cannot compare a {kind} with a list of {value_kind} values", expr.span
+                    f"cannot compare {_a(kind)} with a list of {value_kind} values", expr.span
                 )
             return "bool"
         if isinstance(expr, ast.BinOp):
@@ -599,7 +608,7 @@ class _Analyzer:
             if expr.op in ast.COMPARISONS:
                 if not comparable(left, right):
                     raise self.error(
-                        f"cannot compare a {left} with a {right}: "
+                        f"cannot compare {_a(left)} with {_a(right)}: "
                         f"{ast.to_text(expr.left)} {expr.op} {ast.to_text(expr.right)}",
                         expr.span,
                     )
@@ -771,7 +780,7 @@ class _Analyzer:
                         f"this value mixes elements of '{v}' with an aggregate of them",
                         expr.span,
                     )
-            name = item.alias or _column_name(ast.to_text(expr))
+            name = item.alias or _column_name(self._source(expr.span) or ast.to_text(expr))
             if name in names:
                 raise self.error(
                     f"the output already has a column '{name}': name this one with AS",
@@ -795,6 +804,10 @@ class _Analyzer:
                     if need not in needs:
                         needs.append(need)
         return tuple(needs)
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def _classes(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, str]:
@@ -826,5 +839,5 @@ def _key_equality(expr: ast.Expr, key: tuple[str, ...]) -> bool:
 
 
 def _column_name(text: str) -> str:
-    name = re.sub(r"\W+", "_", text).strip("_")
-    return name or "value"
+    """`count(b)` -> `count_b`: runs of non-word characters become one `_`, none at the ends."""
+    return "_".join(part for part in re.split(r"\W+", text) if part) or "value"

@@ -186,26 +186,15 @@ class PatternMatcher:
             self.win_end = self.seg_end
             self.win_start = seg_start
             return
-        # Times made increasing across segments, with a gap wider than the window between
-        # segments, so one searchsorted finds every event's window inside its segment.
+        # Times made increasing across segments, so one searchsorted finds every event's
+        # window; clipping to the segment keeps it inside its partition.
         ts = t.ts
         seg_min = ts[seg_starts]
-        seg_max = ts[seg_ends - 1]
-        span = seg_max - seg_min
-        gap = int(min(w, int(span.max()) + 1)) + 1
-        widths = span + gap
-        if float(widths.sum()) + float(w) < 9.0e18:
-            base = np.concatenate(([0], np.cumsum(widths)[:-1]))
-            adj = ts - np.repeat(seg_min - base, lengths)
-            self.win_end = np.searchsorted(adj, adj + w, side="left")
-            self.win_start = np.searchsorted(adj, adj - w, side="right")
-        else:  # huge spans: one segment at a time
-            self.win_end = np.empty(n, dtype=np.int64)
-            self.win_start = np.empty(n, dtype=np.int64)
-            for s, e in zip(seg_starts, seg_ends):
-                part = ts[s:e]
-                self.win_end[s:e] = s + np.searchsorted(part, part + w, side="left")
-                self.win_start[s:e] = s + np.searchsorted(part, part - w, side="right")
+        widths = ts[seg_ends - 1] - seg_min + 1
+        base = np.concatenate(([0], np.cumsum(widths)[:-1]))
+        adj = ts - np.repeat(seg_min - base, lengths)
+        self.win_end = np.minimum(np.searchsorted(adj, adj + w, side="left"), self.seg_end)
+        self.win_start = np.maximum(np.searchsorted(adj, adj - w, side="right"), seg_start)
 
     # ---- Kleene element nodes ----------------------------------------------------------
     def _new_nodes(self, pos: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -605,19 +594,13 @@ class PatternMatcher:
         return [pos[bounds[i] : bounds[i + 1]] for i in range(len(nodes))]
 
     def _output_order(self, F: Frontier, positions) -> np.ndarray:
-        """Order by partition, end, start, then the bound events in pattern order."""
-        keys = []
-        for comp in reversed(self.positives):
-            if comp.kleene:
-                lists = positions[comp.var]
-                ranked = sorted(range(len(lists)), key=lambda i: tuple(lists[i]))
-                rank = np.empty(len(lists), dtype=np.int64)
-                rank[ranked] = np.arange(len(lists))
-                keys.append(rank)
-            else:
-                keys.append(positions[comp.var])
-        ts = self.t.ts
-        keys += [ts[F.first], ts[F.last], self.t.segment[F.first]]
+        """Partition, end, start, then the singleton positions in pattern order.
+
+        Runners sort the final rows by ids (docs/semantics.md); this order only makes
+        the engine's own output, and --max-matches, deterministic.
+        """
+        keys = [positions[c.var] for c in reversed(self.positives) if not c.kleene]
+        keys += [F.first, F.last, self.t.segment[F.first]]
         return np.lexsort(keys)
 
     def _return_values(self, column, F: Frontier) -> list:
@@ -647,9 +630,12 @@ class PatternMatcher:
 
 def _inside_aggregate(expr: ast.Expr, target: ast.Expr) -> bool:
     for node in ast.walk(expr):
-        if isinstance(node, ast.Call) and node.name in AGGREGATES:
-            if any(sub is target for sub in ast.walk(node)):
-                return True
+        if (
+            isinstance(node, ast.Call)
+            and node.name in AGGREGATES
+            and any(sub is target for sub in ast.walk(node))
+        ):
+            return True
     return False
 
 

@@ -1,0 +1,40 @@
+"""Test set-up: helper modules on the path, one SparkSession for the whole run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))
+
+ROOT = TESTS.parent
+DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from sparkcep.runners.spark import spark_session
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = spark_session(
+        "local[2]",
+        app_name="sparkcep-tests",
+        **{
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "spark.sql.shuffle.partitions": "3",
+            "spark.default.parallelism": "2",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not DATA.exists():
+        pytest.skip(f"the shared data folder {DATA} is not here")
+    return DATA

@@ -1,0 +1,41 @@
+"""Shared helpers: compare engine output with the oracle's, rows as plain tuples."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def normalize(value):
+    """A comparable, hashable form of one output value."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return tuple(normalize(v) for v in value)
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return normalize(value.tolist())
+    if isinstance(value, pd.Timestamp):
+        return value.value // 1000
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    if isinstance(value, float):
+        if math.isfinite(value) and value == int(value):
+            return int(value)
+        return round(value, 9)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    return value
+
+
+def rows_of(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
+    return [tuple(normalize(v) for v in row) for row in frame[columns].itertuples(index=False)]
+
+
+def oracle_rows(matches: list[dict], columns: list[str]) -> list[tuple]:
+    return [tuple(normalize(m.get(c)) for c in columns) for m in matches]
