@@ -69,15 +69,19 @@ def _typed(values: list, kind: Kind, is_list: bool):
     return values
 
 
-def empty_output(plan: Plan, frame: pd.DataFrame, id_col: str) -> pd.DataFrame:
+def empty_output(plan: Plan, frame: pd.DataFrame | None, id_col: str) -> pd.DataFrame:
+    """No matches, with the output's columns (and their types, when `frame` is given)."""
+
+    def dtype(name):
+        return object if frame is None else frame[name].dtype
+
     cols: dict[str, pd.Series] = {}
-    time = frame[plan.options.time_col]
-    cols["start"] = pd.Series([], dtype=time.dtype)
-    cols["end"] = pd.Series([], dtype=time.dtype)
+    cols["start"] = pd.Series([], dtype=dtype(plan.options.time_col))
+    cols["end"] = pd.Series([], dtype=dtype(plan.options.time_col))
     for k in plan.key:
-        cols[k] = pd.Series([], dtype=frame[k].dtype)
+        cols[k] = pd.Series([], dtype=dtype(k))
     for comp in plan.positives:
-        cols[comp.var] = pd.Series([], dtype=object if comp.kleene else frame[id_col].dtype)
+        cols[comp.var] = pd.Series([], dtype=object if comp.kleene else dtype(id_col))
     dtypes = {"int": "Int64", "float": "float64", "bool": "boolean"}
     for col in plan.returns:
         dtype = object if col.is_list else dtypes.get(col.kind, object)
