@@ -8,6 +8,7 @@ order is the documented one.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import pandas as pd
@@ -41,7 +42,7 @@ def run_in_batches(engine, plan, events: pd.DataFrame, cuts: list[int], pickle_a
     for part in partitions(plan, events):
         op = engine(plan, id_col="id")
         bounds = sorted({0, len(part), *[c % (len(part) + 1) for c in cuts]})
-        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             outs.append(op.process(part.iloc[lo:hi]))
             if i in pickle_at:
                 op = pickle.loads(pickle.dumps(op))

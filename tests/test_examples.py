@@ -45,10 +45,10 @@ def test_example_through_spark(folder, tmp_path, spark):
     from sparkcep.runners.spark import run
 
     query, events, options, expected = example_files(folder)
-    df, split_cols = read_spark(spark, events)
-    result = run(df, query, split_cols=split_cols, **options)
+    source = read_spark(spark, events)
+    result = run(source.df, query, **source.options(), **options)
     out = tmp_path / "matches.jsonl"
-    write_spark(result.matches, str(out))
+    write_spark(result.unordered, str(out), order=result.order)
     assert read_jsonl(out) == expected
 
 

@@ -183,18 +183,12 @@ def _run_spark(text, input, output, rejected_path, options, sep, master, partiti
     status.update("starting Spark")
     spark = spark_session(master)
     status.update("reading " + input)
-    df, split_cols = read_spark(spark, input, sep=sep)
+    source = read_spark(spark, input, sep=sep)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = spark_run(df, text, split_cols=split_cols, partitions=partitions, **options)
+        result = spark_run(source.df, text, partitions=partitions, **source.options(), **options)
     status.update(f"matching {result.checked.events_read:,} events ({result.layout})")
-    matches = result.matches.persist()
-    try:
-        n_matches = matches.count()
-        status.update("writing " + output)
-        write_spark(matches, output)
-    finally:
-        matches.unpersist()
+    n_matches = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
     if result.checked.rejected_count:
         status.update("writing rejected rows to " + rejected_path)
         write_spark(result.rejected, rejected_path)
@@ -273,6 +267,16 @@ def explain(
     out.print(explain_plan(plan), highlight=False, markup=False)
 
 
+@app.command()
+def warmup():
+    """Record the JVM class archive that makes Spark start faster (run once after install)."""
+    from sparkcep.runners.warmup import record
+
+    with err.status("recording the JVM class archive (a short Spark job)"):
+        path = record(verbose=False)
+    out.print(f"class archive written to {path}", markup=False, highlight=False)
+
+
 def main():
     try:
         app(standalone_mode=False)
@@ -285,10 +289,8 @@ def main():
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         raise SystemExit(130) from None
-    except Exception as e:  # click usage errors and the like
-        import click
-
-        if isinstance(e, click.ClickException):
+    except Exception as e:  # usage errors (click's exceptions, vendored by typer)
+        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
             e.show()
             raise SystemExit(e.exit_code) from None
         raise

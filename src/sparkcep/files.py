@@ -7,6 +7,7 @@ import glob
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -119,38 +120,66 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
 # ---- Spark --------------------------------------------------------------------------------
 
 
-def read_spark(spark, path: str, *, sep: str = ","):
-    """(DataFrame, split columns in input order) for a file or folder."""
+@dataclass
+class SparkInput:
+    """A DataFrame over event files, and how to read it on: the splits of the files in
+    input order (for row numbers) and whether its columns are text to type."""
+
+    df: object
+    split_cols: list
+    infer_types: bool
+
+    def options(self) -> dict:
+        return {"split_cols": self.split_cols, "infer_types": self.infer_types}
+
+
+def read_spark(spark, path: str, *, sep: str = ",") -> SparkInput:
+    """Event files as a Spark DataFrame. CSV is read as text in one pass (the column
+    types are inferred in the checking pass); malformed rows are kept for `rejected`."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     files, fmt = input_files(path)
-    reader = spark.read
     if fmt == "csv":
-        inferred = (
-            reader.option("header", True).option("inferSchema", True).option("sep", sep).csv(files)
-        ).schema
-        if not inferred.fields:
-            raise DataError(f"the input '{path}' holds no events")
-        schema = T.StructType([*inferred.fields, T.StructField(CORRUPT, T.StringType())])
+        header = _csv_header(files[0], sep)
+        fields = [T.StructField(name, T.StringType()) for name in header]
+        schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
         df = (
             spark.read.option("header", True)
             .option("sep", sep)
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT)
+            .option("enforceSchema", False)
             .schema(schema)
             .csv(files)
         )
+        infer = True
     elif fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
+        infer = False
     else:
         df = spark.read.parquet(*files)
+        infer = False
     split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
-    return df, split_cols
+    return SparkInput(df, split_cols, infer)
 
 
-def write_spark(df, path: str) -> None:
-    """Write one file at `path` (Spark writes a folder of parts; we keep the one part)."""
+def _csv_header(path: str, sep: str) -> list[str]:
+    import csv
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        row = next(csv.reader(f, delimiter=sep), None)
+    if not row:
+        raise DataError(f"the CSV file '{path}' is empty: it needs a header line")
+    return row
+
+
+def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:
+    """Write one file at `path` (Spark writes a folder of parts; we keep the one part),
+    its rows sorted by `order` (in the one partition: no range shuffle). Returns the
+    number of rows written, read off the file (no second Spark job)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -163,7 +192,12 @@ def write_spark(df, path: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".sparkcep-", dir=str(target.parent))
     try:
-        writer = df.coalesce(1).write.mode("overwrite")
+        single = df.coalesce(1)
+        if order:
+            single = single.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])
+        if limit is not None:
+            single = single.limit(limit).coalesce(1)
+        writer = single.write.mode("overwrite")
         if path.endswith(".gz"):
             writer = writer.option("compression", "gzip")
         if fmt == "json":
@@ -179,7 +213,21 @@ def write_spark(df, path: str) -> None:
             else:
                 header = ",".join(df.columns) + "\n" if fmt == "csv" else ""
                 Path(path).write_text(header)
-            return
+            return 0
         shutil.move(parts[0], path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return count_rows(path, fmt)
+
+
+def count_rows(path: str, fmt: str) -> int:
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    return lines - 1 if fmt == "csv" else lines

@@ -20,6 +20,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,6 +33,7 @@ from sparkcep.files import CORRUPT
 from sparkcep.inputs import REASON, ROW
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.spark_expr import filter_column, mask_column
+from sparkcep.runners.warmup import archive_options
 from sparkcep.schema import Kind
 
 RANGE = "__range"
@@ -56,11 +58,24 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "true")
     )
+    if master is None or master.startswith("local"):
+        builder = builder.config("spark.python.daemon.module", "sparkcep.runners.daemon")
+    java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive_options()]
+    extra = conf.pop("spark.driver.extraJavaOptions", None)
+    if extra:
+        java_options.append(extra)
+    builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _log4j_config() -> str:
+    from importlib.resources import files
+
+    return Path(str(files("sparkcep").joinpath("log4j2.properties"))).as_uri()
 
 
 # ---- reading kinds off Spark schemas ---------------------------------------------------
@@ -116,12 +131,16 @@ def check_rows(
     type_col: str,
     id_col: str | None,
     split_cols: list[Column] | None = None,
+    infer_types: bool = False,
 ) -> Checked:
     """Split rows into valid and rejected, number them when there is no id column, and
-    gather counts and the time range in one pass over the data.
+    gather counts and the time range, in one pass over the data.
 
     `split_cols` name the input splits in input order (file, offset) so that row numbers
     follow the input order; by default, Spark's partitions of `df` in order.
+    `infer_types` (for CSV read as text) gives each string column the narrowest type all
+    its values have (integer, double, boolean, timestamp, else string), as Spark's
+    inferSchema does, but in the same pass.
     """
     columns = df.columns
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
@@ -129,81 +148,78 @@ def check_rows(
             raise DataError(
                 f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
             )
-    time_type = df.schema[time_col].dataType
     raw = F.col(f"`{time_col}`")
-    if isinstance(time_type, T.TimestampType | T.TimestampNTZType | T.DateType):
-        time_kind: Kind = "timestamp"
-        parsed = raw.cast("timestamp")
-    elif isinstance(time_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
-        time_kind = "int"
-        parsed = raw.cast("long")
-    elif isinstance(time_type, T.FloatType | T.DoubleType | T.DecimalType):
-        time_kind = "int"
-        parsed = F.when(raw == F.floor(raw), raw.cast("long"))
-    else:
-        text = raw.cast("string")
-        as_long = F.expr(f"try_cast(`{time_col}` AS BIGINT)")
-        as_stamp = F.try_to_timestamp(text)
-        counts = df.select(
-            F.count(as_long).alias("n_long"), F.count(as_stamp).alias("n_stamp")
-        ).first()
-        if counts["n_long"] >= counts["n_stamp"]:
-            time_kind, parsed = "int", as_long
-        else:
-            time_kind, parsed = "timestamp", as_stamp
-    ticks = F.unix_micros(parsed) if time_kind == "timestamp" else parsed
+    candidates = _time_candidates(df, time_col)  # kind -> parsed time column
     type_missing = F.col(f"`{type_col}`").isNull() | (
         F.trim(F.col(f"`{type_col}`").cast("string")) == ""
     )
-    reason = F
-    if CORRUPT in columns:
-        reason = reason.when(F.col(CORRUPT).isNotNull(), F.lit("malformed row"))
-    reason = (
-        reason.when(raw.isNull(), F.lit(f"{time_col} is missing"))
-        .when(parsed.isNull(), F.lit(f"{time_col} is not an integer or a timestamp"))
-        .when(type_missing, F.lit(f"{type_col} is missing"))
-    )
+    corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in columns else F.lit(False)
+
+    def reason_for(parsed: Column) -> Column:
+        return (
+            F.when(corrupt, F.lit("malformed row"))
+            .when(raw.isNull(), F.lit(f"{time_col} is missing"))
+            .when(parsed.isNull(), F.lit(f"{time_col} is not an integer or a timestamp"))
+            .when(type_missing, F.lit(f"{type_col} is missing"))
+        )
+
+    def ticks_of(kind: str, parsed: Column) -> Column:
+        return F.unix_micros(parsed) if kind == "timestamp" else parsed
+
     split_cols = split_cols if split_cols is not None else [F.spark_partition_id()]
-    staged = df.withColumn(REASON, reason)
+    staged = df
     if id_col is None:
         staged = staged.withColumn(MID, F.monotonically_increasing_id())
-    for i, col in enumerate(split_cols):
-        staged = staged.withColumn(f"{SPLIT}{i}", col)
     split_names = [f"{SPLIT}{i}" for i in range(len(split_cols))]
-    valid_flag = F.col(REASON).isNull()
-    stats = (
-        staged.groupBy(*split_names)
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(valid_flag, 0).otherwise(1)).alias("bad"),
-            F.min(F.when(valid_flag, ticks)).alias("tmin"),
-            F.max(F.when(valid_flag, ticks)).alias("tmax"),
-            *([F.min(MID).alias("base")] if id_col is None else []),
-        )
-        .collect()
-    )
+    for name, col in zip(split_names, split_cols):
+        staged = staged.withColumn(name, col)
+    aggs = [F.count(F.lit(1)).alias("n")]
+    if id_col is None:
+        aggs.append(F.min(MID).alias("base"))
+    for kind, parsed in candidates.items():
+        bad = reason_for(parsed).isNotNull()
+        aggs += [
+            F.sum(F.when(bad, 1).otherwise(0)).alias(f"bad_{kind}"),
+            F.min(F.when(~bad, ticks_of(kind, parsed))).alias(f"tmin_{kind}"),
+            F.max(F.when(~bad, ticks_of(kind, parsed))).alias(f"tmax_{kind}"),
+        ]
+    inferred = [
+        f.name
+        for f in df.schema.fields
+        if infer_types
+        and isinstance(f.dataType, T.StringType)
+        and f.name not in (time_col, type_col, CORRUPT)
+    ]
+    for i, name in enumerate(inferred):
+        aggs += [F.count(c).alias(f"c{i}_{kind}") for kind, c in _casts(name).items()]
+    stats = staged.groupBy(*split_names).agg(*aggs).collect()
     stats = sorted(stats, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
     events_read = sum(r["n"] for r in stats)
     if events_read == 0:
         raise DataError("the input holds no events")
-    rejected_count = sum(r["bad"] for r in stats)
-    tmins = [r["tmin"] for r in stats if r["tmin"] is not None]
-    tmaxs = [r["tmax"] for r in stats if r["tmax"] is not None]
+    # The time column's kind: the reading that rejects fewer rows (integers on a tie).
+    time_kind = min(candidates, key=lambda k: (sum(r[f"bad_{k}"] for r in stats), k != "int"))
+    parsed = candidates[time_kind]
+    rejected_count = sum(r[f"bad_{time_kind}"] for r in stats)
+    tmins = [r[f"tmin_{time_kind}"] for r in stats if r[f"tmin_{time_kind}"] is not None]
+    tmaxs = [r[f"tmax_{time_kind}"] for r in stats if r[f"tmax_{time_kind}"] is not None]
+    for i, name in enumerate(inferred):
+        counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
+        for kind in ("long", "double", "boolean", "timestamp"):
+            if counts["any"] and counts[kind] == counts["any"]:
+                staged = staged.withColumn(name, _casts(name)[kind])
+                break
+    staged = staged.withColumn(REASON, reason_for(parsed))
     if id_col is None:
-        offsets, total = [], 0
+        # Row number = position in its split + rows in the splits before it.
+        deltas, total = [], 0
         for r in stats:
-            offsets.append((*[r[n] for n in split_names], int(r["base"]), total))
+            key = "\u0001".join(str(r[n]) for n in split_names)
+            deltas += [F.lit(key), F.lit(total - int(r["base"]))]
             total += r["n"]
-        spark = df.sparkSession
-        schema = T.StructType(
-            [T.StructField(n, staged.schema[n].dataType) for n in split_names]
-            + [T.StructField("__base", T.LongType()), T.StructField("__offset", T.LongType())]
-        )
-        mapping = spark.createDataFrame(offsets, schema)
-        staged = staged.join(F.broadcast(mapping), on=split_names, how="left")
-        staged = staged.withColumn(ROW, F.col(MID) - F.col("__base") + F.col("__offset")).drop(
-            MID, "__base", "__offset"
-        )
+        split_key = F.concat_ws("\u0001", *[F.col(n).cast("string") for n in split_names])
+        delta = F.element_at(F.create_map(*deltas), split_key)
+        staged = staged.withColumn(ROW, F.col(MID) + delta).drop(MID)
         id_col = ROW
     staged = staged.drop(*split_names)
     rejected = staged.filter(F.col(REASON).isNotNull())
@@ -211,7 +227,7 @@ def check_rows(
         staged.filter(F.col(REASON).isNull())
         .drop(REASON, *([CORRUPT] if CORRUPT in columns else []))
         .withColumn(time_col, parsed)
-        .withColumn(TICKS, ticks)
+        .withColumn(TICKS, ticks_of(time_kind, parsed))
     )
     return Checked(
         valid,
@@ -221,9 +237,41 @@ def check_rows(
         rejected_count,
         min(tmins) if tmins else None,
         max(tmaxs) if tmaxs else None,
-        time_kind,
+        "timestamp" if time_kind == "timestamp" else "int",
         len(stats),
     )
+
+
+def _time_candidates(df: DataFrame, time_col: str) -> dict[str, Column]:
+    """The ways to read the time column: as integers, as timestamps, or both (text)."""
+    raw = F.col(f"`{time_col}`")
+    time_type = df.schema[time_col].dataType
+    if isinstance(time_type, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return {"timestamp": raw.cast("timestamp")}
+    if isinstance(time_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return {"int": raw.cast("long")}
+    if isinstance(time_type, T.FloatType | T.DoubleType | T.DecimalType):
+        return {"int": F.when(raw == F.floor(raw), raw.cast("long"))}
+    return {"int": _text_to_long(raw), "timestamp": F.expr(f"try_cast(`{time_col}` AS TIMESTAMP)")}
+
+
+INTEGER_TEXT = r"^\s*[+-]?[0-9]{1,18}\s*$"
+
+
+def _text_to_long(col: Column) -> Column:
+    # Guarded: a failing try_cast to BIGINT costs an exception per row (10x slower).
+    return F.when(col.rlike(INTEGER_TEXT), F.trim(col).cast("long"))
+
+
+def _casts(name: str) -> dict[str, Column]:
+    col = f"`{name}`"
+    return {
+        "any": F.col(col),
+        "long": _text_to_long(F.col(col)),
+        "double": F.expr(f"try_cast({col} AS DOUBLE)"),
+        "boolean": F.when(F.lower(F.col(col)).isin("true", "false"), F.lower(F.col(col)) == "true"),
+        "timestamp": F.expr(f"try_cast({col} AS TIMESTAMP)"),
+    }
 
 
 def _sortable(value):
@@ -236,11 +284,19 @@ def _sortable(value):
 @dataclass
 class SparkRun:
     plan: Plan
-    matches: DataFrame
+    unordered: DataFrame  # the matches, in no particular order
     rejected: DataFrame
     checked: Checked
     partitions: int
     layout: str  # how the work was split, in words
+    order: list[str] = field(default_factory=list)  # output order: key, end, start, ids
+    max_matches: int | None = None
+
+    @property
+    def matches(self) -> DataFrame:
+        """The matches in output order (a global sort)."""
+        ordered = self.unordered.orderBy(*[F.col(f"`{c}`") for c in self.order])
+        return ordered if self.max_matches is None else ordered.limit(self.max_matches)
 
 
 def schema_of(df: DataFrame, ignore: tuple[str, ...] = ()) -> dict[str, Kind]:
@@ -258,11 +314,17 @@ def run(
     tiebreak: str | None = None,
     max_matches: int | None = None,
     split_cols: list[Column] | None = None,
+    infer_types: bool = False,
     partitions: int | None = None,
 ) -> SparkRun:
     """Match `query` on a Spark DataFrame; returns matches and rejected rows (lazy)."""
     checked = check_rows(
-        df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols
+        df,
+        time_col=time_col,
+        type_col=type_col,
+        id_col=id_col,
+        split_cols=split_cols,
+        infer_types=infer_types,
     )
     if isinstance(query, Plan):
         plan = query
@@ -330,10 +392,7 @@ def run(
     )
     matches = events.mapInPandas(matcher, out_schema)
     order = [*plan.key, "end", "start", *[c.var for c in plan.positives]]
-    matches = matches.orderBy(*[F.col(f"`{c}`") for c in order])
-    if max_matches is not None:
-        matches = matches.limit(max_matches)
-    return SparkRun(plan, matches, checked.rejected, checked, n_parts, layout)
+    return SparkRun(plan, matches, checked.rejected, checked, n_parts, layout, order, max_matches)
 
 
 def match(df: DataFrame, query: str, **options) -> DataFrame:
