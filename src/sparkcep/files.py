@@ -141,6 +141,9 @@ def read_spark(spark, path: str, *, sep: str = ",") -> SparkInput:
 
     files, fmt = input_files(path)
     if fmt == "csv":
+        # Without this, which rows count as malformed depends on the columns a query
+        # reads, and a row could be rejected by one pass and matched by another.
+        spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
         header = _csv_header(files[0], sep)
         fields = [T.StructField(name, T.StringType()) for name in header]
         schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])

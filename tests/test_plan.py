@@ -1,0 +1,77 @@
+"""The plan: partition key, where conditions are checked, and `explain`."""
+
+from __future__ import annotations
+
+import pytest
+from oracle import key_attributes
+
+from sparkcep import analyze, explain
+from sparkcep.plan import Options
+
+SCHEMA = {"ts": "int", "type": "string", "k": "int", "j": "int", "v": "float"}
+
+
+@pytest.mark.parametrize(
+    ("query", "key"),
+    [
+        # Query 1 of the paper: no attribute ties all four components.
+        (
+            "PATTERN SEQ(A a, B b, C c, D d) WHERE a.k = c.k AND b.j = a.j AND d.j = a.j",
+            (),
+        ),
+        ("PATTERN SEQ(A a, B b, C c) WHERE [k]", ("k",)),
+        ("PATTERN SEQ(A a, B b, C c) WHERE a.k = b.k = c.k", ("k",)),
+        ("PATTERN SEQ(A a, B b, C c) WHERE [j] AND [k]", ("j", "k")),
+        ("PATTERN SEQ(A a, B b, C c) WHERE a.k = b.k AND b.k = c.k AND a.v < c.v", ("k",)),
+        # A negation not tied to the key would be missed by a partitioned run.
+        ("PATTERN SEQ(A a, !X x, C c) WHERE a.k = c.k", ()),
+        ("PATTERN SEQ(A a, !X x, C c) WHERE [k]", ("k",)),
+        # Positives tied only through the negated variable are not a key.
+        ("PATTERN SEQ(A a, !X x, C c) WHERE a.k = x.k AND x.k = c.k", ()),
+        ("PATTERN SEQ(A a, B b) WHERE a.k = b.k OR a.v > 1", ()),
+        ("PATTERN SEQ(A a, B b) WHERE a.k = b.j", ()),
+    ],
+)
+def test_partition_key(query, key):
+    assert analyze(query, SCHEMA).key == key
+    assert tuple(key_attributes(query)) == key  # the oracle reads the spec the same way
+
+
+def test_conditions_are_filed_where_engines_check_them():
+    plan = analyze(
+        "PATTERN SEQ(A a, B+ b[], !X x, C c) WHERE [k] AND a.v > 1 AND prev(b.v) < b.v "
+        "AND sum(b.v) > 3 AND c.v > max(b.v) AND x.v = a.v AND b.v > a.v WITHIN 10",
+        SCHEMA,
+    )
+    local = {c.var: [e for e in c.local] for c in plan.components}
+    assert len(local["a"]) == 1 and not local["b"] and not local["c"]
+    kinds = sorted((c.kind, plan.positives[c.stage].var) for c in plan.conditions)
+    assert kinds == [("bind", "c"), ("closure", "b"), ("element", "b"), ("element", "b")]
+    (neg,) = plan.negations
+    assert neg.gap == 2 and len(neg.conditions) == 1 and neg.stage == 2
+    assert plan.key == ("k",) and len(plan.key_conditions) == 3
+
+
+def test_explain_says_engine_key_filter_and_conditions():
+    text = explain(
+        "PATTERN SEQ(A a, B b) WHERE [k] AND a.v > 3 AND b.v > a.v WITHIN 5 s",
+        SCHEMA,
+        time_unit="ms",
+    )
+    assert "nfa" in text.splitlines()[1]
+    assert "partitioned by k" in text
+    assert "a: type = 'A' AND (a.v > 3)" in text
+    assert "(b.v > a.v): checked when b binds" in text
+    assert "5000" in text
+
+
+def test_explain_strict_contiguity_keeps_every_event():
+    text = explain("PATTERN SEQ(A a, B b) STRATEGY STRICT_CONTIGUITY WITHIN 5", SCHEMA)
+    assert "every event of a partition is kept" in text
+
+
+def test_options_are_checked_against_the_schema():
+    from sparkcep import QueryError
+
+    with pytest.raises(QueryError, match="time column 'when'"):
+        analyze("PATTERN SEQ(A a)", SCHEMA, Options(time_col="when"))

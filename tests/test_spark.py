@@ -1,0 +1,148 @@
+"""The Spark batch runner gives exactly the local runner's output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import rows_of
+
+from sparkcep.files import read_spark, write_spark
+from sparkcep.runners.local import run_local
+from sparkcep.runners.spark import match, run
+
+pytestmark = pytest.mark.spark
+
+QUERIES = [
+    # keyed
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] AND a.v < c.v WITHIN 40",
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 40",
+    "PATTERN SEQ(A a, B b) WHERE [k] STRATEGY STRICT_CONTIGUITY WITHIN 30 ORDER BY ts, seq",
+    "PATTERN SEQ(A a, B+ b[], C c) WHERE [k] AND prev(b.v) <= b.v WITHIN 25 "
+    "RETURN sum(b.v) AS total, b.v AS values",
+    "PATTERN SEQ(A a, C c, !B x) WHERE [k] WITHIN 30",
+    # unkeyed: time ranges overlapping by the window
+    "PATTERN SEQ(A a, B b, C c) WHERE a.v < b.v WITHIN 15",
+    "PATTERN SEQ(!D d, A a, B b) STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 12",
+    "PATTERN SEQ(A a, ANY b, C c) STRATEGY STRICT_CONTIGUITY WITHIN 10",
+    "PATTERN SEQ(A a, !B x, C c) WHERE x.v = a.v WITHIN 20 RETURN a.v * 2 AS twice",
+]
+
+
+def events(n=400, seed=7) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, n // 2, n))  # many equal times
+    v = rng.integers(0, 10, n).astype(float)
+    v[rng.random(n) < 0.05] = np.nan
+    return pd.DataFrame(
+        {
+            "type": rng.choice(list("ABCD"), n),
+            "ts": ts,
+            "k": rng.integers(0, 4, n),
+            "v": v,
+            "seq": rng.integers(0, 3, n),
+        }
+    ).sample(frac=1.0, random_state=seed)  # input order is not time order
+
+
+@pytest.fixture(scope="module")
+def stream(spark):
+    pdf = events().reset_index(drop=True)
+    return pdf, spark.createDataFrame(pdf).repartition(3)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_spark_equals_local(stream, query):
+    pdf, _ = stream
+    # Ids: an id column makes the rows' identity independent of Spark's partitioning.
+    pdf = pdf.assign(id=np.arange(len(pdf)))
+    sdf = stream[1].sparkSession.createDataFrame(pdf).repartition(3)
+    local = run_local(pdf, query, id_col="id").matches
+    result = run(sdf, query, id_col="id")
+    got = result.matches.toPandas()
+    assert len(local) > 0, "the query should match something"
+    assert list(got.columns) == list(local.columns)
+    cols = list(local.columns)
+    assert rows_of(got, cols) == rows_of(local, cols)
+    if not result.plan.key:
+        assert "time ranges" in result.layout and result.partitions > 1
+
+
+def test_match_api_numbers_rows_in_dataframe_order(spark):
+    pdf = events(60, seed=3).reset_index(drop=True)
+    sdf = spark.createDataFrame(pdf.assign(pos=np.arange(len(pdf))), schema=None).coalesce(1)
+    got = match(sdf, "PATTERN SEQ(ANY a) WITHIN 1 RETURN a.pos AS pos").toPandas()
+    assert len(got) == len(pdf)
+    assert (got["a"] == got["pos"]).all()
+
+
+def test_row_numbers_follow_input_order_across_files_and_splits(spark, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    frames = []
+    start = 0
+    for name, n in (("b.csv", 300), ("a.csv", 40), ("c.csv", 500)):
+        df = pd.DataFrame({"type": "E", "ts": np.arange(n) % 50, "rid": 0})
+        frames.append((name, df))
+    for name, df in sorted(frames):  # files are read in name order
+        df["rid"] = np.arange(start, start + len(df))
+        start += len(df)
+        df.to_csv(folder / name, index=False)
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1500")  # split files into blocks
+    try:
+        source = read_spark(spark, str(folder))
+        assert source.df.rdd.getNumPartitions() > 3
+        result = run(source.df, "PATTERN SEQ(E a) WITHIN 1 RETURN a.rid AS rid", **source.options())
+        got = result.unordered.toPandas()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+    assert len(got) == start
+    assert (got["a"] == got["rid"]).all()
+
+
+def test_bad_rows_are_rejected_with_a_reason_and_nothing_is_lost(spark, tmp_path):
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "type,ts,v\n"
+        "A,1,5\n"
+        "B,2,6\n"
+        ",3,7\n"  # type missing
+        "A,,8\n"  # time missing
+        "A,soon,9\n"  # time unreadable
+        "A,4,10,extra\n"  # malformed: one field too many
+        "B,5,11\n"
+    )
+    source = read_spark(spark, str(path))
+    result = run(source.df, "PATTERN SEQ(A a, B b) WITHIN 10", **source.options())
+    rejected = result.rejected.toPandas().sort_values("__row")
+    assert result.checked.events_read == 7
+    assert result.checked.rejected_count == 4
+    assert list(rejected["reason"]) == [
+        "type is missing",
+        "ts is missing",
+        "ts is not an integer or a timestamp",
+        "malformed row",
+    ]
+    assert list(rejected["__row"]) == [2, 3, 4, 5]
+    got = result.matches.toPandas()
+    assert rows_of(got, ["a", "b"]) == [(0, 1), (0, 6)]
+    out = tmp_path / "rejected.jsonl"
+    assert write_spark(result.rejected, str(out)) == 4
+
+
+def test_types_are_inferred_from_text_columns(spark, tmp_path):
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "type,ts,n,x,flag,when,name\n"
+        "A,1,5,1.5,true,2026-01-01 10:00:00,a\n"
+        "B,2,-6,2,false,2026-01-02 10:00:00,7\n"
+    )
+    source = read_spark(spark, str(path))
+    result = run(
+        source.df, "PATTERN SEQ(A a, B b) WHERE a.n > b.n AND a.flag WITHIN 5", **source.options()
+    )
+    schema = {f.name: f.dataType.simpleString() for f in result.checked.valid.schema.fields}
+    assert schema["n"] == "bigint" and schema["x"] == "double" and schema["flag"] == "boolean"
+    assert schema["when"] == "timestamp" and schema["name"] == "string"
+    assert len(result.matches.toPandas()) == 1
