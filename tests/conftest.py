@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the same examples every time (a red build must be reproducible); set
+# HYPOTHESIS_PROFILE=explore to search new random examples (HYPOTHESIS_SCALE=20: more).
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))

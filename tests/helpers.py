@@ -39,3 +39,10 @@ def rows_of(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
 
 def oracle_rows(matches: list[dict], columns: list[str]) -> list[tuple]:
     return [tuple(normalize(m.get(c)) for c in columns) for m in matches]
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples per test: n, times HYPOTHESIS_SCALE (e.g. 20 to explore)."""
+    import os
+
+    return n * int(os.environ.get("HYPOTHESIS_SCALE", "1"))

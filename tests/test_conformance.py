@@ -13,7 +13,7 @@ import pickle
 
 import pandas as pd
 import pytest
-from helpers import rows_of
+from helpers import examples, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import queries, streams
@@ -53,7 +53,7 @@ def run_in_batches(engine, plan, events: pd.DataFrame, cuts: list[int], pickle_a
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_batches_and_pickling_give_the_one_shot_output(engine, data):
     events = frame(data.draw(streams()))

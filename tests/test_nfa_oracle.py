@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from helpers import oracle_rows, rows_of
+from helpers import examples, oracle_rows, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle_matches
@@ -14,7 +14,7 @@ from sparkcep import QueryError, run_local
 
 COLUMNS = ["id", "type", "ts", "v", "k", "seq"]
 SETTINGS = settings(
-    max_examples=250,
+    max_examples=examples(250),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -61,7 +61,7 @@ def test_engine_equals_oracle(strategy, data):
     check_against_oracle(events, query)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=streams(max_events=12, types="AB"))
 def test_kleene_skip_till_any_explodes_like_the_oracle(events):
     query = "PATTERN SEQ(A a, B+ b[]) WHERE prev(b.v) <= b.v WITHIN 8 RETURN count(b) AS n"

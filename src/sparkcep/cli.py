@@ -220,7 +220,8 @@ def _print_summary(s, output, rejected_path, explicit_rejected):
     )
     table.add_row("matches", f"{s['matches']:,}  -> {output}")
     table.add_row("seconds", f"{s['seconds']:.2f}")
-    table.add_row("events/s", f"{s['events'] / max(s['seconds'], 1e-9):,.0f}")
+    rate = s["events"] / max(s["seconds"], 1e-9)
+    table.add_row("events/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}")
     if "engine seconds" in s:
         table.add_row("engine seconds", f"{s['engine seconds']:.3f}")
     out.print(table)

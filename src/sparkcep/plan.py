@@ -89,6 +89,20 @@ class OutputColumn:
 
 
 @dataclass(frozen=True)
+class AggItem:
+    """One aggregate of AGG: count, or sum/avg/min/max of a positive variable's attribute."""
+
+    name: str
+    func: str  # count | sum | avg | min | max
+    var: str | None = None
+    attr: str | None = None
+    kind: Kind = "int"
+
+
+AGG_FUNCTIONS = ("count", "sum", "avg", "min", "max")
+
+
+@dataclass(frozen=True)
 class AggregateNeed:
     """A running aggregate an engine must carry for a Kleene variable."""
 
@@ -110,10 +124,18 @@ class Plan:
     strategy: str
     tiebreak: str | None
     returns: tuple[OutputColumn, ...]
-    aggregates: tuple[AggregateNeed, ...]
+    running: tuple[AggregateNeed, ...]  # Kleene aggregates an engine carries
     time_kind: Kind
     schema: dict[str, Kind] = field(default_factory=dict, compare=False)
     warnings: tuple[str, ...] = ()
+    group_by: tuple[str, ...] = ()
+    agg: tuple[AggItem, ...] = ()  # AGG items; empty for a pattern query
+    agg_path: str | None = None  # "counters" (A-Seq) or "enumeration" (nfa + aggregation)
+    agg_reason: str = ""
+
+    @property
+    def is_aggregate(self) -> bool:
+        return bool(self.agg)
 
     @property
     def positives(self) -> tuple[PlanComponent, ...]:
@@ -125,7 +147,9 @@ class Plan:
 
     @property
     def engine(self) -> str:
-        return "nfa"
+        if not self.agg:
+            return "nfa"
+        return "aseq" if self.agg_path == "counters" else "nfa + aggregation"
 
     @property
     def has_trailing_negation(self) -> bool:
@@ -158,6 +182,10 @@ class Plan:
 
     def output_columns(self) -> list[tuple[str, Kind, bool]]:
         """(name, kind, is_list) of every output column; ids have kind 'id'."""
+        if self.agg:
+            cols = [("ts", self.time_kind, False)]
+            cols += [(g, self.schema.get(g, "unknown"), False) for g in self.group_by]
+            return cols + [(a.name, a.kind, False) for a in self.agg]
         cols: list[tuple[str, Kind, bool]] = [
             ("start", self.time_kind, False),
             ("end", self.time_kind, False),
@@ -247,10 +275,15 @@ class _Analyzer:
     # ---- driver
     def run(self) -> Plan:
         q = self.query
-        if q.aggregates or q.group_by:
+        if q.group_by and not q.aggregates:
             raise self.error(
-                "AGG and GROUP BY queries are not supported yet (they need the aseq engine)",
-                q.group_span if q.group_by else q.aggregates[0].span,
+                "GROUP BY needs an AGG clause (AGG COUNT, SUM(v.x), ...)", q.group_span
+            )
+        if q.aggregates and q.returns:
+            raise self.error(
+                "a query has either AGG (aggregates over matches) or RETURN (one row per "
+                "match), not both",
+                q.returns[0].span,
             )
         self._check_columns_exist()
         comps = self._components()
@@ -259,7 +292,7 @@ class _Analyzer:
         strategy, where = self._strategy()
         window = self._window(comps)
         tiebreak = self._tiebreak()
-        conjs = self._expand(where)
+        conjs = self._expand(where) + self._group_equalities()
         for expr in conjs:
             self._check_expr(expr, allow_var=False)
             kind = self._type(expr)
@@ -294,7 +327,9 @@ class _Analyzer:
                     n.component.span,
                 )
         returns = self._returns()
-        aggregates = self._aggregates_needed(conditions, negations, returns)
+        running = self._aggregates_needed(conditions, negations, returns)
+        agg = self._agg_items()
+        agg_path, agg_reason = self._agg_path(agg, comps, conditions, negations, strategy)
         if window is None:
             self.warnings.append(
                 "the query has no WITHIN window: state is not bounded, and without a key "
@@ -312,10 +347,14 @@ class _Analyzer:
             strategy=strategy,
             tiebreak=tiebreak,
             returns=returns,
-            aggregates=aggregates,
+            running=running,
             time_kind=self._time_kind(),
             schema=dict(self.schema or {}),
             warnings=tuple(self.warnings),
+            group_by=q.group_by,
+            agg=agg,
+            agg_path=agg_path,
+            agg_reason=agg_reason,
         )
 
     # ---- pieces
@@ -789,6 +828,92 @@ class _Analyzer:
             names.add(name)
             out.append(OutputColumn(name, expr, self._type(expr), bool(kleene_elements)))
         return tuple(out)
+
+    # ---- aggregation
+    def _group_equalities(self) -> list[ast.Expr]:
+        """GROUP BY g partitions the stream by g: every event of a match shares it."""
+        q = self.query
+        out = []
+        for attr in q.group_by:
+            if self.schema is not None and attr not in self.schema:
+                raise self.error(
+                    f"GROUP BY '{attr}' is not a column of the input (columns: "
+                    f"{', '.join(self.schema)})",
+                    q.group_span,
+                )
+            out += self._expand(ast.Equivalence(attr, span=q.group_span))
+        return out
+
+    def _agg_items(self) -> tuple[AggItem, ...]:
+        items: list[AggItem] = []
+        for item in self.query.aggregates:
+            expr = item.expr
+            if isinstance(expr, ast.VarRef) and expr.var.lower() == "count":
+                func, var, attr = "count", None, None
+            elif isinstance(expr, ast.Call) and expr.name in AGG_FUNCTIONS and len(expr.args) == 1:
+                func = expr.name
+                arg = expr.args[0]
+                if func == "count" and isinstance(arg, ast.VarRef | ast.AttrRef):
+                    var, attr = None, None
+                elif isinstance(arg, ast.AttrRef):
+                    self._check_attr(arg)
+                    var, attr = arg.var, arg.attr
+                else:
+                    raise self.error(
+                        f"{func.upper()} takes an attribute, e.g. {func.upper()}(c.price)",
+                        expr.span,
+                    )
+            else:
+                raise self.error(
+                    "AGG takes COUNT, SUM(v.attr), AVG(v.attr), MIN(v.attr) or MAX(v.attr)",
+                    expr.span,
+                )
+            kind: Kind = "int"
+            if var is not None:
+                comp = self.comps[var]
+                if comp.negated:
+                    raise self.error(f"'{var}' is negated: no event is bound to it", expr.span)
+                if comp.kleene:
+                    raise self.error(
+                        f"{func.upper()} over the Kleene variable '{var}' is not supported; "
+                        "aggregate a singleton variable",
+                        expr.span,
+                    )
+                attr_kind = self._attr_kind(attr)
+                if func in ("sum", "avg") and attr_kind not in (*NUMERIC, "unknown"):
+                    raise self.error(f"{func.upper()} needs numbers, not {attr_kind}", expr.span)
+                kind = "float" if func == "avg" else attr_kind
+            name = item.alias or func
+            if any(i.name == name for i in items) or name in ("ts", *self.query.group_by):
+                raise self.error(
+                    f"the output already has a column '{name}': name this one with AS", item.span
+                )
+            items.append(AggItem(name, func, var, attr, kind))
+        return tuple(items)
+
+    def _agg_path(self, agg, comps, conditions, negations, strategy) -> tuple[str | None, str]:
+        """Can A-Seq's prefix counters answer the query, and if not, why."""
+        if not agg:
+            return None, ""
+        k = len(self.positive_vars)
+        reasons = []
+        if strategy != "SKIP_TILL_ANY_MATCH":
+            reasons.append(f"the strategy is {strategy} (counters count every combination)")
+        if any(c.kleene for c in comps):
+            reasons.append("a Kleene closure")
+        if any(n.gap in (0, k) for n in negations):
+            reasons.append("a negation at the start or the end")
+        if any(n.conditions for n in negations):
+            reasons.append("a negation condition that refers to other variables")
+        if conditions:
+            cross = ", ".join(ast.to_text(c.expr) for c in conditions)
+            reasons.append(f"conditions across variables other than equality keys ({cross})")
+        if reasons:
+            return (
+                "enumeration",
+                "matches are enumerated by nfa, then aggregated, because of " + "; ".join(reasons),
+            )
+        return "counters", "A-Seq prefix counters: no match is built"
 
     def _aggregates_needed(self, conditions, negations, returns) -> tuple[AggregateNeed, ...]:
         exprs = [c.expr for c in conditions]

@@ -160,7 +160,16 @@ class PatternMatcher:
         self.node_parent: list[np.ndarray] = []
         self.node_count = 0
         self._nodes_cache: tuple[np.ndarray, np.ndarray] | None = None
-        self.kleene_aggs = [a for a in plan.aggregates if plan.component(a.var).kleene]
+        # Running accumulators per Kleene variable and attribute (avg = sum / non-nulls),
+        # each kept once however many aggregates read it.
+        self.accumulators: dict[str, dict[str, list[str]]] = {}
+        for need in plan.running:
+            if not plan.component(need.var).kleene or need.func in ("count", "first", "last"):
+                continue
+            funcs = self.accumulators.setdefault(need.var, {}).setdefault(need.attr, [])
+            for func in ("sum", "nn") if need.func == "avg" else (need.func,):
+                if func not in funcs:
+                    funcs.append(func)
 
     # ---- precomputed per-event bounds ------------------------------------------------
     def _index_positions(self, t: EventTable):
@@ -398,14 +407,11 @@ class PatternMatcher:
             G.kcount[var] = G.kcount[var] + 1
             G.knode[var] = self._new_nodes(cpos, G.knode[var])
         G.klast[var] = cpos
-        for need in self.kleene_aggs:
-            if need.var != var or need.func in ("count", "first", "last"):
-                continue
-            x = cols[need.attr].take(cpos)
+        for attr, funcs in self.accumulators.get(var, {}).items():
+            x = cols[attr].take(cpos)
             xnull = x.nulls()
-            funcs = ("sum", "nn") if need.func == "avg" else (need.func,)
             for func in funcs:
-                key = (var, func, need.attr)
+                key = (var, func, attr)
                 if role == "first" or key not in G.acc:
                     if func == "nn":
                         G.acc[key] = Vec((~xnull).astype(np.int64))
