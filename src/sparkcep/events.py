@@ -50,9 +50,14 @@ def time_ticks(series: pd.Series) -> np.ndarray:
 
 def component_mask(plan: Plan, frame: pd.DataFrame) -> np.ndarray:
     """Bitmask per row: bit i is set when the row can match component i (type + local)."""
+    return components_mask(plan.components, plan.options.type_col, frame)
+
+
+def components_mask(components, type_col: str, frame: pd.DataFrame) -> np.ndarray:
+    """Bitmask per row for any components with `event_type`, `local` and `bit`."""
     n = len(frame)
     mask = np.zeros(n, dtype=np.int64)
-    types = frame[plan.options.type_col].to_numpy(dtype=object)
+    types = frame[type_col].to_numpy(dtype=object)
     cache: dict[str, Vec] = {}
 
     def resolve(node: ast.Expr) -> Vec:
@@ -62,7 +67,7 @@ def component_mask(plan: Plan, frame: pd.DataFrame) -> np.ndarray:
             return cache[node.attr]
         raise TypeError(f"not a local expression: {node!r}")
 
-    for comp in plan.components:
+    for comp in components:
         ok = np.ones(n, dtype=bool) if comp.event_type is None else types == comp.event_type
         for expr in comp.local:
             if not ok.any():
@@ -88,6 +93,7 @@ def build_table(
     *,
     sorted_: bool = False,
     segment_cols: list[str] | None = None,
+    attributes: list[str] | None = None,
 ) -> EventTable:
     """Events (already valid: time and type present) -> EventTable.
 
@@ -123,7 +129,8 @@ def build_table(
     tie = [plan.tiebreak] if plan.tiebreak else []
     time_col = TICKS if TICKS in frame.columns else plan.options.time_col
     order_rank = _group_ids(frame, [*segments, time_col, *tie])
-    columns = {name: column_vec(frame[name]) for name in plan.engine_attributes()}
+    names = plan.engine_attributes() if attributes is None else attributes
+    columns = {name: column_vec(frame[name]) for name in names}
     return EventTable(ts, order_rank, segment, mask, columns, row)
 
 

@@ -100,13 +100,25 @@ def explain_plan(plan: Plan) -> str:
         if neg.conditions:
             text += " with " + " AND ".join(ast.to_text(e) for e in neg.conditions)
         lines.append(("negation", text))
-    outputs = [
-        "start",
-        "end",
-        *plan.key,
-        *[c.var for c in plan.positives],
-        *[r.name for r in plan.returns],
-    ]
+    if plan.agg:
+        items = ", ".join(
+            (a.func.upper() if a.var is None else f"{a.func.upper()}({a.var}.{a.attr})")
+            + (f" AS {a.name}" if a.name != a.func else "")
+            for a in plan.agg
+        )
+        per = f" per {', '.join(plan.group_by)}" if plan.group_by else ""
+        lines.append(
+            (
+                "aggregate",
+                f"{items}{per}, at each event that can bind {plan.positives[-1].var}, over "
+                "the matches ended by then within the window",
+            )
+        )
+        lines.append(("path", plan.agg_reason))
+        outputs = ["ts", *plan.group_by, *[a.name for a in plan.agg]]
+    else:
+        outputs = ["start", "end", *plan.key, *[c.var for c in plan.positives]]
+        outputs += [r.name for r in plan.returns]
     lines.append(("output", ", ".join(outputs)))
     for w in plan.warnings:
         lines.append(("warning", w))

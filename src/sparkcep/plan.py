@@ -175,6 +175,9 @@ class Plan:
             for node in ast.walk(expr):
                 if isinstance(node, ast.AttrRef) and node.attr not in names:
                     names.append(node.attr)
+        for item in self.agg:
+            if item.attr is not None and item.attr not in names:
+                names.append(item.attr)
         for name in self.key:
             if name not in names:
                 names.append(name)
@@ -300,7 +303,8 @@ class _Analyzer:
                 raise self.error(
                     f"a condition must be true or false, but this is a {kind}", expr.span
                 )
-        key = self._key(conjs, comps)
+        # GROUP BY partitions the stream by definition, whatever the equalities say.
+        key = tuple(dict.fromkeys([*q.group_by, *self._key(conjs, comps)]))
         local: dict[str, list[ast.Expr]] = {c.var: [] for c in comps}
         conditions: list[Condition] = []
         negation_conds: dict[str, list[ast.Expr]] = {c.var: [] for c in comps if c.negated}

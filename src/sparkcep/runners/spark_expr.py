@@ -68,17 +68,17 @@ def component_condition(plan: Plan, comp) -> Column:
     return F.coalesce(cond, F.lit(False))
 
 
-def mask_column(plan: Plan) -> Column:
+def mask_column(plan: Plan, components=None) -> Column:
     """The bitmask of components each event can match (bit i = component i)."""
     mask = F.lit(0).cast("long")
-    for comp in plan.components:
+    for comp in plan.components if components is None else components:
         mask = mask + F.when(component_condition(plan, comp), F.lit(comp.bit)).otherwise(F.lit(0))
     return mask
 
 
-def filter_column(plan: Plan) -> Column:
+def filter_column(plan: Plan, components=None) -> Column:
     """The pushed-down filter: the event can match some component."""
     cond = F.lit(False)
-    for comp in plan.components:
+    for comp in plan.components if components is None else components:
         cond = cond | component_condition(plan, comp)
     return cond
