@@ -134,3 +134,23 @@ def test_run_through_spark_in_a_fresh_process(tmp_path):
     assert read_jsonl(out) == read_jsonl(EXAMPLE / "expected.jsonl")
     assert len(read_jsonl(tmp_path / "matches.rejected.jsonl")) == 2
     assert "Spark (local[2])" in done.stdout
+
+
+def test_run_several_agg_queries_together(tmp_path):
+    query = tmp_path / "q.cep"
+    query.write_text(
+        "QUERY de: PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9;\n"
+        "QUERY abcde: PATTERN SEQ(A a, B b, C c, D d, E e) AGG COUNT WITHIN 9;\n"
+    )
+    events = tmp_path / "e.csv"
+    events.write_text("type,ts\nA,1\nB,2\nC,3\nA,4\nB,5\nD,6\nC,7\nA,8\nD,9\nE,10\n")
+    out = tmp_path / "rows.jsonl"
+    for algorithm in ("aseq", "twostep"):
+        done = sparkcep("run", query, "-i", events, "-o", out, "--local", "--algorithm", algorithm)
+        assert done.returncode == 0, done.stderr
+        # Example 8 of the A-Seq paper: one (A,B,C,D,E) match at e1, two (D,E).
+        assert read_jsonl(out) == [
+            {"query": "de", "ts": 10, "count": 2},
+            {"query": "abcde", "ts": 10, "count": 1},
+        ]
+        assert "rows" in done.stdout

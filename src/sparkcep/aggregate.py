@@ -90,15 +90,21 @@ class AggregateJob:
         sorted_: bool = False,
         segment_cols: list[str] | None = None,
         owned: np.ndarray | None = None,
+        split_col: str | None = None,
     ) -> pd.DataFrame:
         """Output rows of every query: `owned` (bool per frame row) limits which trigger
-        events report (a Spark time range reports those inside it)."""
+        events report (a Spark time range reports those inside it); `split_col` (the
+        range) separates copies of the stream whose matches must not be added up."""
+        self._split_col = split_col
         outs = []
         segments = list(self.key) if segment_cols is None else segment_cols
         if self.forest is not None:
             plan0 = self.plans[self.counter_plans[0]]
             framed = frame.copy()
-            framed[MASK] = components_mask(self.forest.signatures, plan0.options.type_col, framed)
+            if MASK not in framed.columns or len(self.plans) != len(self.counter_plans):
+                framed[MASK] = components_mask(
+                    self.forest.signatures, plan0.options.type_col, framed
+                )
             table = build_table(
                 plan0, framed, id_col, sorted_=sorted_, segment_cols=segments,
                 attributes=self.attributes(),
@@ -116,8 +122,9 @@ class AggregateJob:
         for i, plan in enumerate(self.plans):
             if i in self.counter_plans:
                 continue
+            own = frame.drop(columns=[MASK]) if MASK in frame.columns else frame
             table = build_table(
-                plan, frame, id_col, sorted_=sorted_, segment_cols=segments,
+                plan, own, id_col, sorted_=sorted_, segment_cols=segments,
                 attributes=self.attributes(),
             )  # fmt: skip
             contribs = (
@@ -137,7 +144,8 @@ class AggregateJob:
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
     def _rows(self, plan, frame, table, contribs, trigger_bit, owned, id_col) -> pd.DataFrame:
-        group_of_segment = _groups(plan, frame, table)
+        split = [self._split_col] if getattr(self, "_split_col", None) else []
+        group_of_segment = _groups([*split, *plan.group_by], frame, table)
         pos = np.flatnonzero(table.mask & trigger_bit)
         if owned is not None and len(pos):
             pos = pos[owned[table.row[pos]]]
@@ -156,20 +164,20 @@ class AggregateJob:
         return result.iloc[order].reset_index(drop=True)
 
 
-def _groups(plan: Plan, frame: pd.DataFrame, table) -> np.ndarray:
-    """Output group of each segment (GROUP BY values; one group without GROUP BY)."""
+def _groups(cols: list[str], frame: pd.DataFrame, table) -> np.ndarray:
+    """Output group of each segment: its values of `cols` (GROUP BY, and the Spark time
+    range); one group without them."""
     nseg = int(table.segment.max()) + 1 if len(table) else 0
-    if not plan.group_by or not nseg:
+    if not cols or not nseg:
         return np.zeros(nseg, dtype=np.int64)
     first = np.full(nseg, -1, dtype=np.int64)
     idx = np.arange(len(table))[::-1]
     first[table.segment[idx]] = idx  # the first event of each segment
-    keys = frame.iloc[table.row[first]][list(plan.group_by)]
-    codes = (
-        pd.MultiIndex.from_frame(keys.astype(object)).factorize(sort=True)[0]
-        if len(plan.group_by) > 1
-        else pd.factorize(keys.iloc[:, 0], sort=True)[0]
-    )
+    keys = frame.iloc[table.row[first]][cols].astype(object)
+    if len(cols) > 1:
+        codes = pd.MultiIndex.from_frame(keys).factorize(sort=True)[0]
+    else:
+        codes = pd.factorize(keys.iloc[:, 0], sort=True)[0]
     return np.asarray(codes, dtype=np.int64)
 
 

@@ -57,13 +57,17 @@ def _query_text(query: str) -> str:
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
 
-def _pick(text: str, name: str | None) -> str:
+def _pick(text: str, name: str | None, allow_aggregates: bool = False) -> str:
+    """The query to run; a file of AGG queries runs whole when `allow_aggregates`."""
     queries = parse_file(text)
     if name is None:
         if len(queries) > 1:
+            if allow_aggregates and all(q.aggregates for q in queries):
+                return text
             names = ", ".join(q.name for q in queries)
             raise SparkcepError(
-                f"the file holds several queries ({names}): choose one with --query"
+                f"the file holds several queries ({names}): choose one with --query "
+                "(several AGG queries run together)"
             )
         return queries[0].text if queries[0].name else text
     for q in queries:
@@ -110,18 +114,29 @@ def run(
     partitions: Annotated[
         int | None, typer.Option("--partitions", help="Spark partitions for the matching stage.")
     ] = None,
+    algorithm: Annotated[
+        str, typer.Option("--algorithm", help="AGG queries: aseq (prefix counters) or twostep.")
+    ] = "aseq",
+    sharing: Annotated[
+        str, typer.Option("--sharing", help="Several AGG queries: chop, prefix or none.")
+    ] = "chop",
 ):
-    """Run a pattern query over event files and write the matches."""
+    """Run a pattern query (or AGG queries) over event files and write the results."""
     from sparkcep.files import default_rejected_path, output_format
 
     started = time.time()
-    text = _pick(_query_text(query), name)
+    text = _pick(_query_text(query), name, allow_aggregates=True)
     output_format(output)
     rejected_path = rejected or default_rejected_path(output)
     options = dict(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches,
     )  # fmt: skip
+    if any(q.aggregates for q in parse_file(text)):
+        if max_matches is not None:
+            raise SparkcepError("--max-matches is for pattern queries, not AGG queries")
+        del options["max_matches"]
+        options.update(algorithm=algorithm, aggregate=True, sharing=sharing)
     with err.status("starting") as status:
         if local:
             summary = _run_local(text, input, output, rejected_path, options, sep, status)
@@ -142,7 +157,13 @@ def _run_local(text, input, output, rejected_path, options, sep, status):
     frame = read_pandas(input, sep=sep)
     status.update(f"matching {len(frame):,} events")
     engine_start = time.time()
-    result = run_local(frame, text, **options)
+    if options.pop("aggregate", False):
+        from sparkcep.runners.local import run_aggregate_local
+
+        result = run_aggregate_local(frame, text, **options)
+        options["max_matches"] = None
+    else:
+        result = run_local(frame, text, **options)
     engine_seconds = time.time() - engine_start
     status.update("writing " + output)
     write_pandas(result.matches, output)
@@ -153,11 +174,17 @@ def _run_local(text, input, output, rejected_path, options, sep, status):
         "rejected": len(result.rejected),
         "partitions": _partitions_local(result),
         "matches": len(result.matches),
+        "label": "rows" if "plans" in result.stats else "matches",
         "engine seconds": engine_seconds,
-        "warnings": list(result.plan.warnings),
+        "warnings": _warnings(result),
         "capped": options["max_matches"] is not None
         and len(result.matches) >= options["max_matches"],
     }
+
+
+def _warnings(result) -> list[str]:
+    plans = result.plans if hasattr(result, "plans") else result.stats.get("plans") or [result.plan]
+    return [w for p in plans for w in p.warnings]
 
 
 def _partitions_local(result) -> int:
@@ -201,7 +228,8 @@ def _run_spark(text, input, output, rejected_path, options, sep, master, partiti
         "partitions": result.partitions,
         "layout": result.layout,
         "matches": n_matches,
-        "warnings": list(result.plan.warnings) + [str(w.message) for w in caught],
+        "label": "rows" if aggregate else "matches",
+        "warnings": _warnings(result) + [str(w.message) for w in caught],
         "capped": options["max_matches"] is not None and n_matches >= options["max_matches"],
     }
 
@@ -218,7 +246,7 @@ def _print_summary(s, output, rejected_path, explicit_rejected):
     table.add_row(
         "partitions", f"{s['partitions']:,}" + (f"  ({s['layout']})" if s.get("layout") else "")
     )
-    table.add_row("matches", f"{s['matches']:,}  -> {output}")
+    table.add_row(s.get("label", "matches"), f"{s['matches']:,}  -> {output}")
     table.add_row("seconds", f"{s['seconds']:.2f}")
     rate = s["events"] / max(s["seconds"], 1e-9)
     table.add_row("events/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}")

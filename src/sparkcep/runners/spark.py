@@ -351,38 +351,11 @@ def run(
         *plan.engine_attributes(),
     ]
     events = events.select(*[F.col(f"`{c}`") for c in dict.fromkeys(needed)])
-    ranged = False
-    range_len = 0
-    t0 = checked.min_tick or 0
-    if plan.key:
-        segment_cols = list(plan.key)
-        events = events.repartition(partitions, *[F.col(f"`{k}`") for k in plan.key])
-        layout = f"partitioned by {', '.join(plan.key)} into {partitions} Spark partitions"
-        n_parts = partitions
-    elif plan.window is not None and checked.min_tick is not None:
-        ranged = True
-        span = checked.max_tick - checked.min_tick + 1
-        valid_events = checked.events_read - checked.rejected_count
-        n_ranges = max(partitions, math.ceil(valid_events / EVENTS_PER_RANGE))
-        range_len = max(plan.window, math.ceil(span / n_ranges))
-        n_ranges = math.ceil(span / range_len)
-        events = _explode_ranges(events, plan.window, t0, range_len, n_ranges)
-        segment_cols = [RANGE]
-        events = events.repartition(min(partitions, n_ranges), F.col(RANGE))
-        layout = (
-            f"no key: {n_ranges} time ranges of {range_len} ticks, overlapping by the "
-            f"window ({plan.window})"
-        )
-        n_parts = n_ranges
-    else:
-        segment_cols = []
-        warnings.warn(
-            "the query has neither a key nor a window: all events are matched in one partition",
-            stacklevel=2,
-        )
-        events = events.repartition(1)
-        layout = "no key and no window: one partition"
-        n_parts = 1
+    lay = _layout(
+        events, list(plan.key), list(plan.key), plan.window, plan.window, checked, partitions
+    )
+    events, segment_cols, ranged = lay.events, lay.segment_cols, lay.ranged
+    t0, range_len, layout, n_parts = lay.t0, lay.range_len, lay.text, lay.parts
     sort_cols = [*segment_cols, TICKS, *([plan.tiebreak] if plan.tiebreak else []), checked.id_col]
     events = events.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_cols])
     id_type = checked.valid.schema[checked.id_col].dataType
@@ -413,8 +386,57 @@ def match(df: DataFrame, query: str, **options) -> DataFrame:
     return result.matches
 
 
-def _explode_ranges(events: DataFrame, w: int, t0: int, length: int, n_ranges: int) -> DataFrame:
-    """Each event goes to every range [lo, lo+length) with lo − w < t < lo + length + w."""
+@dataclass
+class Layout:
+    events: DataFrame
+    segment_cols: list[str]
+    ranged: bool
+    t0: int
+    range_len: int
+    text: str
+    parts: int
+
+
+def _layout(
+    events: DataFrame,
+    partition_cols: list[str],
+    segment_cols: list[str],
+    window: int | None,
+    after: int,
+    checked: Checked,
+    partitions: int,
+) -> Layout:
+    """Spread the work: by `partition_cols` when there are any; else into time ranges of
+    at least the window that also receive the `window` before them and `after` after
+    them; else one partition."""
+    t0 = checked.min_tick or 0
+    if partition_cols:
+        events = events.repartition(partitions, *[F.col(f"`{k}`") for k in partition_cols])
+        text = f"partitioned by {', '.join(partition_cols)} into {partitions} Spark partitions"
+        return Layout(events, segment_cols, False, t0, 0, text, partitions)
+    if window is not None and checked.min_tick is not None:
+        span = checked.max_tick - checked.min_tick + 1
+        valid_events = checked.events_read - checked.rejected_count
+        n_ranges = max(partitions, math.ceil(valid_events / EVENTS_PER_RANGE))
+        range_len = max(window, math.ceil(span / n_ranges))
+        n_ranges = math.ceil(span / range_len)
+        events = _explode_ranges(events, window, after, t0, range_len, n_ranges)
+        events = events.repartition(min(partitions, n_ranges), F.col(RANGE))
+        text = f"no key: {n_ranges} time ranges of {range_len} ticks, overlapping by the window ({window})"
+        return Layout(events, [RANGE, *segment_cols], True, t0, range_len, text, n_ranges)
+    warnings.warn(
+        "the query has neither a key nor a window: all events are matched in one partition",
+        stacklevel=3,
+    )
+    return Layout(
+        events.repartition(1), segment_cols, False, t0, 0, "no key and no window: one partition", 1
+    )
+
+
+def _explode_ranges(
+    events: DataFrame, w: int, after: int, t0: int, length: int, n_ranges: int
+) -> DataFrame:
+    """Each event goes to every range [lo, lo+length) with lo − w < t < lo + length + after."""
     t = F.col(TICKS)
     own = F.floor((t - F.lit(t0)) / F.lit(length)).cast("long")
     candidates = F.array(own - 1, own, own + 1)
@@ -424,7 +446,7 @@ def _explode_ranges(events: DataFrame, w: int, t0: int, length: int, n_ranges: i
         (F.col(RANGE) >= 0)
         & (F.col(RANGE) < n_ranges)
         & (t > lo - F.lit(w))
-        & (t < lo + F.lit(length) + F.lit(w))
+        & (t < lo + F.lit(length) + F.lit(after))
     )
     return events.filter(keep)
 
@@ -504,3 +526,166 @@ class PartitionMatcher:
         matches = find_matches(self.plan, table, starts=starts, max_matches=self.max_matches)
         if len(matches):
             yield output_frame(self.plan, frame, table, matches, self.id_col)
+
+
+# ---- aggregation -----------------------------------------------------------------------
+
+
+@dataclass
+class SparkAggregateRun:
+    plans: list[Plan]
+    rows: DataFrame
+    rejected: DataFrame
+    checked: Checked
+    partitions: int
+    layout: str
+    order: list[str]
+
+
+def run_aggregate(
+    df: DataFrame,
+    queries,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    algorithm: str = "aseq",
+    sharing: str = "chop",
+    split_cols: list[Column] | None = None,
+    infer_types: bool = False,
+    partitions: int | None = None,
+) -> SparkAggregateRun:
+    """AGG queries over a Spark DataFrame: rows per trigger event (lazy)."""
+    from sparkcep.runners.local import _aggregate_plans, jobs_for
+
+    checked = check_rows(
+        df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
+        infer_types=infer_types,
+    )  # fmt: skip
+    options = Options(time_col, type_col, id_col, time_unit, tiebreak)
+    schema = schema_of(checked.valid, ignore=(TICKS, ROW))
+    schema[time_col] = checked.time_kind
+    plans, names = _aggregate_plans(queries, schema, options)
+    spark = df.sparkSession
+    if partitions is None:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    id_type = checked.valid.schema[checked.id_col].dataType
+    outs, layouts, parts = [], [], 0
+    multi = len(plans) > 1 or names[0] is not None
+    for job in jobs_for(plans, names, algorithm, sharing):
+        plan = job.plans[0]
+        comps = job.components()
+        events = checked.valid.withColumn(MASK, mask_column(plan, comps))
+        events = events.filter(filter_column(plan, comps))
+        for k in job.key:
+            events = events.filter(F.col(f"`{k}`").isNotNull())
+        needed = [
+            *job.key, time_col, TICKS, *([plan.tiebreak] if plan.tiebreak else []),
+            checked.id_col, type_col, *job.attributes(),
+            *_local_attributes(job),
+        ]  # fmt: skip
+        events = events.select(*[F.col(f"`{c}`") for c in dict.fromkeys(needed)])
+        windows = [p.window for p in job.plans]
+        window = None if any(w is None for w in windows) else max(windows)
+        lay = _layout(events, list(job.group_by), list(job.key), window, 0, checked, partitions)
+        sort_cols = [
+            *lay.segment_cols,
+            TICKS,
+            *([plan.tiebreak] if plan.tiebreak else []),
+            checked.id_col,
+        ]
+        events = lay.events.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_cols])
+        schema_out = aggregate_schema(job, checked.valid.schema, multi)
+        runner = AggregateMatcher(
+            job, checked.id_col, lay.segment_cols, lay.ranged, lay.t0, lay.range_len
+        )
+        outs.append(events.mapInPandas(runner, schema_out))
+        layouts.append(lay.text)
+        parts += lay.parts
+    rows = outs[0]
+    for other in outs[1:]:
+        rows = rows.unionByName(other, allowMissingColumns=True)
+    group_cols = list(dict.fromkeys(g for p in plans for g in p.group_by))
+    order = (["query"] if multi else []) + group_cols + ["ts"]
+    del id_type
+    return SparkAggregateRun(
+        plans, rows, checked.rejected, checked, parts, "; ".join(layouts), order
+    )
+
+
+def aggregate(df: DataFrame, queries, **options) -> DataFrame:
+    """Rows of AGG queries (one text, a list, or a file's named queries) over `df`.
+
+    Options as `match`, plus algorithm="aseq" | "twostep" and sharing="chop" | "prefix"
+    | "none". With several queries the rows carry a `query` column.
+    """
+    result = run_aggregate(df, queries, **options)
+    if result.checked.rejected_count:
+        warnings.warn(
+            f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
+            "rejected (time or type missing or unreadable)",
+            stacklevel=2,
+        )
+    return result.rows.orderBy(*[F.col(f"`{c}`") for c in result.order])
+
+
+def _local_attributes(job) -> list[str]:
+    from sparkcep.language import ast
+
+    names = []
+    for comp in job.components():
+        for expr in comp.local:
+            for node in ast.walk(expr):
+                if isinstance(node, ast.AttrRef):
+                    names.append(node.attr)
+    return names
+
+
+def aggregate_schema(job, input_schema: T.StructType, with_query: bool) -> T.StructType:
+    plan = job.plans[0]
+    fields = [T.StructField("query", T.StringType())] if with_query else []
+    fields.append(T.StructField("ts", input_schema[plan.options.time_col].dataType))
+    for g in plan.group_by:
+        fields.append(T.StructField(g, input_schema[g].dataType))
+    seen = set()
+    for p in job.plans:
+        for item in p.agg:
+            if item.name in seen:
+                continue
+            seen.add(item.name)
+            if item.func == "count" or (item.kind == "int" and item.func != "avg"):
+                dtype = T.LongType()
+            else:
+                dtype = T.DoubleType()
+            fields.append(T.StructField(item.name, dtype))
+    return T.StructType(fields)
+
+
+class AggregateMatcher:
+    """mapInPandas over one Spark partition: the job's rows for the triggers it owns."""
+
+    def __init__(self, job, id_col, segment_cols, ranged, t0, range_len):
+        self.job = job
+        self.id_col = id_col
+        self.segment_cols = segment_cols
+        self.ranged = ranged
+        self.t0 = t0
+        self.range_len = range_len
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        frame = pd.concat(frames, ignore_index=True)
+        owned = None
+        if self.ranged:
+            own = (frame[TICKS].to_numpy() - self.t0) // self.range_len
+            owned = own == frame[RANGE].to_numpy()
+        rows = self.job.run(
+            frame, self.id_col, sorted_=True, segment_cols=self.segment_cols, owned=owned,
+            split_col=RANGE if self.ranged else None,
+        )  # fmt: skip
+        if len(rows):
+            yield rows
