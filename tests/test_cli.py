@@ -150,7 +150,7 @@ def test_run_several_agg_queries_together(tmp_path):
         assert done.returncode == 0, done.stderr
         # Example 8 of the A-Seq paper: one (A,B,C,D,E) match at e1, two (D,E).
         assert read_jsonl(out) == [
-            {"query": "de", "ts": 10, "count": 2},
             {"query": "abcde", "ts": 10, "count": 1},
+            {"query": "de", "ts": 10, "count": 2},
         ]
         assert "rows" in done.stdout

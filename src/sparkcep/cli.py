@@ -183,7 +183,8 @@ def _run_local(text, input, output, rejected_path, options, sep, status):
 
 
 def _warnings(result) -> list[str]:
-    plans = result.plans if hasattr(result, "plans") else result.stats.get("plans") or [result.plan]
+    plans = getattr(result, "plans", None) or getattr(result, "stats", {}).get("plans")
+    plans = plans or [result.plan]
     return [w for p in plans for w in p.warnings]
 
 
@@ -205,17 +206,31 @@ def _write_rejected_pandas(frame, path):
 def _run_spark(text, input, output, rejected_path, options, sep, master, partitions, status):
     from sparkcep.files import read_spark, write_spark
     from sparkcep.runners.spark import run as spark_run
-    from sparkcep.runners.spark import spark_session
+    from sparkcep.runners.spark import run_aggregate, spark_session
 
     status.update("starting Spark")
     spark = spark_session(master)
     status.update("reading " + input)
     source = read_spark(spark, input, sep=sep)
+    aggregate = options.pop("aggregate", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = spark_run(source.df, text, partitions=partitions, **source.options(), **options)
+        if aggregate:
+            result = run_aggregate(
+                source.df, text, partitions=partitions, **source.options(), **options
+            )
+            options["max_matches"] = None
+        else:
+            result = spark_run(
+                source.df, text, partitions=partitions, **source.options(), **options
+            )
     status.update(f"matching {result.checked.events_read:,} events ({result.layout})")
-    n_matches = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
+    if aggregate:
+        n_matches = write_spark(result.rows, output, order=result.order)
+    else:
+        n_matches = write_spark(
+            result.unordered, output, order=result.order, limit=result.max_matches
+        )
     if result.checked.rejected_count:
         status.update("writing rejected rows to " + rejected_path)
         write_spark(result.rejected, rejected_path)

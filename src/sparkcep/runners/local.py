@@ -136,6 +136,8 @@ def run_aggregate_local(
     ids = id_col or ROW
     outs = [job.run(valid, ids) for job in jobs_for(plans, names, algorithm, sharing)]
     rows = pd.concat(outs, ignore_index=True) if len(outs) > 1 else outs[0]
+    if "query" in rows.columns:  # by query name; within one, by group, ts, trigger
+        rows = rows.sort_values("query", kind="stable").reset_index(drop=True)
     return LocalRun(plans[0], rows, rejected.drop(columns=[ROW]), len(frame), {"plans": plans})
 
 
