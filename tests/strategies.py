@@ -124,3 +124,37 @@ def queries(draw, strategy: str | None = None):
     if returns:
         text += " RETURN " + ", ".join(returns)
     return text
+
+
+@st.composite
+def agg_queries(draw):
+    n = draw(st.integers(1, 4))
+    comps = []
+    for i in range(n):
+        negated = 0 < i < n - 1 and draw(st.integers(0, 3)) == 0
+        comps.append(("!" if negated else "") + "ABC"[i % 3] + f" {'abcd'[i]}")
+    positives = [c.split()[1] for c in comps if not c.startswith("!")]
+    conds = []
+    if draw(st.booleans()):
+        conds.append("[k]")
+    for c in comps:
+        if draw(st.integers(0, 3)) == 0:
+            conds.append(
+                f"{c.split()[1]}.v {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(1, 3))}"
+            )
+    if len(positives) > 1 and draw(st.integers(0, 4)) == 0:
+        conds.append(f"{positives[0]}.v < {positives[-1]}.v")  # forces enumeration
+    var = draw(st.sampled_from(positives))
+    aggs = draw(st.lists(st.sampled_from(["COUNT", f"SUM({var}.v) AS s", f"AVG({var}.v) AS av",
+                                          f"MIN({var}.v) AS mn", f"MAX({var}.v) AS mx"]),
+                         min_size=1, max_size=3, unique=True))  # fmt: skip
+    text = f"PATTERN SEQ({', '.join(comps)})"
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    if draw(st.booleans()):
+        text += " GROUP BY k"
+    text += " AGG " + ", ".join(aggs)
+    text += f" WITHIN {draw(st.integers(1, 8))}"
+    if draw(st.integers(0, 3)) == 0:
+        text += " ORDER BY ts, seq"
+    return text

@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import pickle
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import examples, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import queries, streams
+from strategies import agg_queries, queries, streams
 from test_nfa_oracle import frame
 
 from sparkcep import QueryError, run_local
@@ -117,3 +118,50 @@ def test_operator_rejects_out_of_order_batches():
     op.process(events.iloc[:1])
     with pytest.raises(DataError):
         op.process(events.iloc[1:])
+
+
+# ---- the aggregate operator ---------------------------------------------------------------
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_aggregate_operator_batches_and_pickling_give_the_one_shot_output(data):
+    from sparkcep.aggregate import AggregateOperator
+    from sparkcep.runners.local import run_aggregate_local
+
+    events = frame(data.draw(streams()))
+    query = data.draw(agg_queries())
+    expected = run_aggregate_local(events, query, id_col="id")
+    plan = expected.stats["plans"][0]
+    cuts = data.draw(st.lists(st.integers(0, 12), max_size=4))
+    pickle_at = set(data.draw(st.lists(st.integers(0, 4), max_size=3)))
+    outs = []
+    groups = [events] if not plan.group_by else [g for _, g in events.groupby(list(plan.group_by))]
+    for part in groups:
+        part = part.sort_values(sort_columns(plan, "id")[len(plan.key) :], kind="stable")
+        # Batches end between times: equal-time events arrive together (as a watermark
+        # releases them), since a trigger counts the matches ended at its time.
+        times = part["ts"].to_numpy()
+        bounds = sorted({0, len(part), *[c % (len(part) + 1) for c in cuts]})
+        bounds = sorted(
+            {b if b in (0, len(part)) else int(np.searchsorted(times, times[b])) for b in bounds}
+        )
+        op = AggregateOperator([plan], id_col="id")
+        for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            outs.append(op.process(part.iloc[lo:hi]))
+            if i in pickle_at:
+                op = pickle.loads(pickle.dumps(op))
+        outs.append(op.flush())
+    got = (
+        pd.concat([o for o in outs if len(o)], ignore_index=True)
+        if any(len(o) for o in outs)
+        else None
+    )
+    cols = list(expected.matches.columns)
+    if got is None:
+        assert len(expected.matches) == 0
+        return
+    key = lambda r: str(r)  # noqa: E731
+    assert sorted(rows_of(got, cols), key=key) == sorted(
+        rows_of(expected.matches, cols), key=key
+    ), query

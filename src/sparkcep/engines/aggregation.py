@@ -114,28 +114,36 @@ def triggers(plan: Plan, table: EventTable, group_of_segment: np.ndarray) -> Tri
 
 
 def combine(
-    plan: Plan, contributions: Contributions, trig: Triggers, group_of_segment: np.ndarray
+    plan: Plan, contributions: Contributions, trig: Triggers, cgroup: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Each aggregate at each trigger (arrays aligned with `trig`)."""
+    """Each aggregate at each trigger (arrays aligned with `trig`); `cgroup` is the
+    output group of each contribution."""
     w = plan.window if plan.window is not None else NO_WINDOW
     n = len(trig.ts)
     c = contributions
-    cgroup = group_of_segment[c.segment] if len(c) else np.zeros(0, dtype=np.int64)
-    # Rank all relevant times so that (group, time) packs into one sortable int64.
-    times = np.unique(np.concatenate([c.end, c.start, trig.ts, trig.ts - w]))
-    span = len(times) + 1
+    cgroup = np.asarray(cgroup, dtype=np.int64)
+    if (not len(cgroup) or cgroup.max() == 0) and (not n or trig.group.max() == 0):
+        # One group: times are the keys.
+        def key(group, t):
+            return np.asarray(t, dtype=np.int64)
 
-    def key(group, t):
-        return group.astype(np.int64) * span + np.searchsorted(times, t)
+        span = 0
+    else:
+        # Rank all relevant times so that (group, time) packs into one sortable int64.
+        times = np.unique(np.concatenate([c.end, c.start, trig.ts, trig.ts - w]))
+        span = len(times) + 1
+
+        def key(group, t):
+            return group.astype(np.int64) * span + np.searchsorted(times, t)
 
     by_end = np.argsort(key(cgroup, c.end), kind="stable")
     by_start = np.argsort(key(cgroup, c.start), kind="stable")
     end_keys = key(cgroup, c.end)[by_end]
     start_keys = key(cgroup, c.start)[by_start]
     upto_end = np.searchsorted(end_keys, key(trig.group, trig.ts), side="right")
-    group_lo_end = np.searchsorted(end_keys, trig.group.astype(np.int64) * span, side="left")
+    group_lo_end = np.searchsorted(end_keys, _group_floor(trig.group, span), side="left")
     upto_start = np.searchsorted(start_keys, key(trig.group, trig.ts - w), side="right")
-    group_lo_start = np.searchsorted(start_keys, trig.group.astype(np.int64) * span, side="left")
+    group_lo_start = np.searchsorted(start_keys, _group_floor(trig.group, span), side="left")
 
     def window_total(values: np.ndarray) -> np.ndarray:
         """Σ values over contributions of the trigger's group alive at its time."""
@@ -165,6 +173,13 @@ def combine(
             values = c.mins[ch] if item.func == "min" else c.maxs[ch]
             out[item.name] = _sweep_extreme(item.func, cgroup, c.start, c.end, values, trig, w)
     return out
+
+
+def _group_floor(group: np.ndarray, span: int) -> np.ndarray:
+    """The smallest key of each group (with one group: below every time)."""
+    if span == 0:
+        return np.full(len(group), np.iinfo(np.int64).min, dtype=np.int64)
+    return group.astype(np.int64) * span
 
 
 def _cumsum0(values: np.ndarray) -> np.ndarray:
@@ -209,11 +224,18 @@ def _sweep_extreme(func, cgroup, start, end, values, trig: Triggers, w) -> np.nd
     return result
 
 
-def enumerate_contributions(plan: Plan, table: EventTable, **kwargs) -> Contributions:
+def enumerate_contributions(
+    plan: Plan, table: EventTable, stats: dict | None = None, **kwargs
+) -> Contributions:
     """The two-step method: every match, from nfa, is one contribution."""
-    from sparkcep.engines.nfa import find_matches
+    from sparkcep.engines.nfa import PatternMatcher
 
-    matches = find_matches(plan, table, **kwargs)
+    matcher = PatternMatcher(plan, table)
+    matches = matcher.run(**kwargs)
+    if stats is not None:
+        stats["partial_matches"] += matcher.partial_matches
+        stats["peak_partial"] = max(stats.get("peak_partial", 0), matcher.peak_frontier)
+        stats["matches"] += len(matches)
     ones = np.ones(len(matches), dtype=np.int64)
     out = Contributions(
         table.segment[matches.first] if len(matches) else np.zeros(0, np.int64),

@@ -307,12 +307,35 @@ class PieceOutput:
     maxs: dict = field(default_factory=dict)
 
 
-class PrefixCounters:
-    """Runs the counters of every root of a forest over one EventTable."""
+@dataclass
+class CarryRows:
+    """Counters of one root's START rows between batches (incremental use): the key of
+    their partition, their start time, and their counts and channel values."""
 
-    def __init__(self, forest: Forest, table: EventTable):
+    key: np.ndarray  # object array of key tuples
+    start_ts: np.ndarray
+    cnt: np.ndarray  # rows x subtree nodes
+    chans: dict  # channel -> (sums, non-nulls, mins, maxs), each rows x subtree nodes
+
+
+class PrefixCounters:
+    """Runs the counters of every root of a forest over one EventTable.
+
+    `carry` continues the counters of earlier batches (START rows by root), matched to
+    this table's partitions by `segment_keys` (the key tuple of each segment).
+    """
+
+    def __init__(
+        self,
+        forest: Forest,
+        table: EventTable,
+        carry: dict[int, CarryRows] | None = None,
+        segment_keys: list[tuple] | None = None,
+    ):
         self.forest = forest
         self.table = table
+        self.carry = carry or {}
+        self.segment_keys = segment_keys
         self.collect: set[int] = set()
         self.channels: dict[int, set[tuple[int, str]]] = {}  # source node -> {(bit, attr)}
         for qp in forest.queries:
@@ -327,7 +350,11 @@ class PrefixCounters:
         all_channels = {c for cs in self.channels.values() for c in cs}
         self.stats = group_stats(table, bits, all_channels)
         self.outputs: dict[int, PieceOutput] = {}
-        self.rows: dict[int, np.ndarray] = {}  # root -> start groups
+        self.rows: dict[int, np.ndarray] = {}  # root -> start group of each row (-1: carried)
+        self.row_start_ts: dict[int, np.ndarray] = {}
+        self.row_segment: dict[int, np.ndarray] = {}
+        self.final: dict[int, CarryRows] = {}  # counters after this table, per root
+        self.peak_counters = 0  # most counters alive at once (the paper's memory measure)
         children: dict[int, list[int]] = {}
         for i, node in enumerate(forest.nodes):
             children.setdefault(node.parent, []).append(i)
@@ -350,55 +377,92 @@ class PrefixCounters:
         sub = self._subtree(root)
         col = {n: i for i, n in enumerate(sub)}
         (root_bit,) = nodes[root].bits
-        rows = np.flatnonzero(st.count[root_bit] > 0)
-        self.rows[root] = rows
+        new_rows = np.flatnonzero(st.count[root_bit] > 0)
+        carried = self.carry.get(root)
+        ncarry = 0 if carried is None else len(carried.start_ts)
         window = nodes[root].window
-        nrows, nnodes = len(rows), len(sub)
-        cnt = np.zeros((nrows, nnodes), dtype=np.int64)
-        cnt[:, 0] = st.count[root_bit][rows]
-        # Channels: per (source node, bit, attr), arrays over the subtree's nodes.
+        nnodes = len(sub)
         chans = [(src, b, a) for src in sub for (b, a) in self.channels.get(src, ())]
+        # Row arrays: carried rows first, then this table's START groups.
+        base = new_rows.copy()  # step j processes group base + j
+        seg_end = st.segment_end[new_rows]
+        start_ts = st.ts[new_rows]
+        row_seg = st.segment[new_rows]
+        if ncarry:
+            first_group = np.full(int(st.segment.max(initial=-1)) + 1, -1, dtype=np.int64)
+            idx = np.arange(len(st.segment))[::-1]
+            first_group[st.segment[idx]] = idx
+            lookup = {k: i for i, k in enumerate(self.segment_keys or [])}
+            cseg = np.array([lookup.get(k, -1) for k in carried.key], dtype=np.int64)
+            present = cseg >= 0
+            cbase = np.where(present, first_group[np.maximum(cseg, 0)] - 1, -1)
+            cend = np.where(
+                present, st.segment_end[np.maximum(first_group[np.maximum(cseg, 0)], 0)], 0
+            )
+            base = np.concatenate([cbase, base])
+            seg_end = np.concatenate([cend, seg_end])
+            start_ts = np.concatenate([carried.start_ts, start_ts])
+            row_seg = np.concatenate([cseg, row_seg])
+        rows = np.concatenate([np.full(ncarry, -1, dtype=np.int64), new_rows])
+        self.rows[root] = rows
+        self.row_start_ts[root] = start_ts
+        self.row_segment[root] = row_seg
+        nrows = len(rows)
+        cnt = np.zeros((nrows, nnodes), dtype=np.int64 if carried is None else carried.cnt.dtype)
+        if ncarry:
+            cnt[:ncarry] = carried.cnt
+        cnt[ncarry:, 0] = st.count[root_bit][new_rows]
+        # Channels: per (source node, bit, attr), arrays over the subtree's nodes.
         sums, nns, mins, maxs = {}, {}, {}, {}
         for ch in chans:
             src, b, a = ch
             dtype = st.values[(b, a)][0].dtype
+            if ncarry and ch in carried.chans and carried.chans[ch][0].dtype != dtype:
+                dtype = np.float64
             sums[ch] = np.zeros((nrows, nnodes), dtype=dtype)
             nns[ch] = np.zeros((nrows, nnodes), dtype=np.int64)
             mins[ch] = np.full((nrows, nnodes), np.inf)
             maxs[ch] = np.full((nrows, nnodes), -np.inf)
-            if src == root:
-                s, nn, mn, mx = st.values[(b, a)]
-                sums[ch][:, 0], nns[ch][:, 0], mins[ch][:, 0], maxs[ch][:, 0] = (
-                    s[rows],
-                    nn[rows],
-                    mn[rows],
-                    mx[rows],
+            if ncarry and ch in carried.chans:
+                cs, cn, cmn, cmx = carried.chans[ch]
+                sums[ch][:ncarry], nns[ch][:ncarry], mins[ch][:ncarry], maxs[ch][:ncarry] = (
+                    cs,
+                    cn,
+                    cmn,
+                    cmx,
                 )
+            if src == root:
+                s_, nn, mn, mx = st.values[(b, a)]
+                new = slice(ncarry, nrows)
+                sums[ch][new, 0], nns[ch][new, 0] = s_[new_rows], nn[new_rows]
+                mins[ch][new, 0], maxs[ch][new, 0] = mn[new_rows], mx[new_rows]
         # The negations of the gap right after the first component start with its counts.
         for n in sub[1:]:
             if nodes[n].parent == root and nodes[n].kind == "neg":
-                cnt[:, col[n]] = cnt[:, 0]
+                cnt[ncarry:, col[n]] = cnt[ncarry:, 0]
                 for ch in chans:
                     for arr in (sums, nns, mins, maxs):
-                        arr[ch][:, col[n]] = arr[ch][:, 0]
+                        arr[ch][ncarry:, col[n]] = arr[ch][ncarry:, 0]
         parts: dict[int, list] = {n: [] for n in sub if n in self.collect}
-        if root in parts:
-            self._emit(parts[root], np.arange(nrows), rows, cnt[:, 0], col[root], chans,
-                       {ch: sums[ch][:, 0] for ch in chans}, {ch: nns[ch][:, 0] for ch in chans},
-                       {ch: mins[ch][:, 0] for ch in chans}, {ch: maxs[ch][:, 0] for ch in chans},
+        if root in parts and nrows > ncarry:
+            new = np.arange(ncarry, nrows)
+            self._emit(parts[root], new, new_rows, cnt[new, 0], col[root], chans,
+                       {ch: sums[ch][new, 0] for ch in chans}, {ch: nns[ch][new, 0] for ch in chans},
+                       {ch: mins[ch][new, 0] for ch in chans}, {ch: maxs[ch][new, 0] for ch in chans},
                        root)  # fmt: skip
         active = np.arange(nrows)
-        start_ts = st.ts[rows]
-        seg_end = st.segment_end[rows]
         step = 0
         while len(active):
             step += 1
-            g = rows[active] + step
+            g = base[active] + step
             alive = g < seg_end[active]
             alive[alive] &= st.ts[g[alive]] - start_ts[active[alive]] < window
             active, g = active[alive], g[alive]
             if not len(active):
                 break
+            self.peak_counters = max(
+                self.peak_counters, len(active) * nnodes * (1 + 4 * len(chans))
+            )
             pre = cnt[active]
             if cnt.dtype != object and pre.max(initial=0) > OVERFLOW_GUARD:
                 cnt = cnt.astype(object)
@@ -475,6 +539,15 @@ class PrefixCounters:
                     )  # fmt: skip
         for n, chunks in parts.items():
             self.outputs[n] = _gather(chunks, chans, root)
+        keys = np.empty(nrows, dtype=object)
+        for i in range(ncarry):
+            keys[i] = carried.key[i]
+        seg_keys = self.segment_keys or [()] * (int(st.segment.max(initial=-1)) + 1)
+        for i, segment in enumerate(row_seg[ncarry:], start=ncarry):
+            keys[i] = seg_keys[segment]
+        self.final[root] = CarryRows(
+            keys, start_ts, cnt, {ch: (sums[ch], nns[ch], mins[ch], maxs[ch]) for ch in chans}
+        )
 
     def _emit(self, out, row, group, count, j, chans, sums, nns, mins, maxs, node):
         out.append((row, group, count, sums, nns, mins, maxs))
@@ -555,15 +628,29 @@ def query_contributions(counters: PrefixCounters, qp: QueryPlan) -> Contribution
         chain = _take(chain, np.flatnonzero(keep))
     assert chain is not None
     return Contributions(
-        st.segment[chain.tag],
-        st.ts[chain.tag],
-        st.ts[chain.group],
-        chain.count,
-        chain.sums,
-        chain.nonnull,
-        chain.mins,
-        chain.maxs,
-    )
+        st.segment[chain.tag], st.ts[chain.tag], st.ts[chain.group], chain.count,
+        chain.sums, chain.nonnull, chain.mins, chain.maxs,
+    )  # fmt: skip
+
+
+def piece_contributions(counters: PrefixCounters, qp: QueryPlan) -> Contributions:
+    """Contributions of a one-piece query, carried START rows included."""
+    (piece,) = qp.pieces
+    root = piece.nodes[0]
+    out = counters.outputs[piece.nodes[-1]]
+    window = qp.plan.window if qp.plan.window is not None else np.iinfo(np.int64).max // 4
+    start = counters.row_start_ts[root][out.row]
+    end = counters.stats.ts[out.group]
+    keep = np.flatnonzero(end - start < window)
+    sums, nonnull, mins, maxs = {}, {}, {}, {}
+    for ch, (_, node, bit) in qp.channel_source.items():
+        key = (node, bit, ch.split(".", 1)[1])
+        sums[ch], nonnull[ch] = out.sums[key][keep], out.nonnull[key][keep]
+        mins[ch], maxs[ch] = out.mins[key][keep], out.maxs[key][keep]
+    return Contributions(
+        counters.row_segment[root][out.row][keep], start[keep], end[keep], out.count[keep],
+        sums, nonnull, mins, maxs,
+    )  # fmt: skip
 
 
 def _take(c: Chain, idx: np.ndarray) -> Chain:

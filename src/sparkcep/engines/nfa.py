@@ -156,6 +156,8 @@ class PatternMatcher:
         self.cand = {
             c.index: np.flatnonzero(table.mask & c.bit).astype(np.int64) for c in plan.components
         }
+        self.partial_matches = 0  # partial matches built (the two-step method's objects)
+        self.peak_frontier = 0
         self.node_pos: list[np.ndarray] = []
         self.node_parent: list[np.ndarray] = []
         self.node_count = 0
@@ -392,6 +394,8 @@ class PatternMatcher:
 
     def _bound(self, F: Frontier, rows, comp: PlanComponent, cpos, role: str) -> Frontier:
         """The runs `rows` of F, each extended with the event at `cpos` as `comp`."""
+        self.partial_matches += len(rows)
+        self.peak_frontier = max(self.peak_frontier, len(rows))
         G = F.take(rows)
         G.last = cpos
         var = comp.var
