@@ -204,3 +204,15 @@ def test_shared_runs_equal_unshared(data):
     }
     assert outs["prefix"].equals(outs["none"])
     assert outs["chop"].equals(outs["none"])
+
+
+def test_counts_beyond_64_bits_stay_exact():
+    import math
+
+    # 250 events of one type and a pattern of 12 of them: C(250, 12) matches end by the
+    # last event, more than int64 holds.
+    stream = pd.DataFrame({"type": ["A"] * 250, "ts": range(250), "v": [1] * 250})
+    comps = ", ".join(f"A a{i}" for i in range(12))
+    got = aggregate_local(stream, f"PATTERN SEQ({comps}) AGG COUNT, SUM(a0.v) AS s WITHIN 1000")
+    assert int(got["count"].iloc[-1]) == math.comb(250, 12) > 2**63
+    assert int(got["s"].iloc[-1]) == math.comb(250, 12)

@@ -187,10 +187,11 @@ def _groups(cols: list[str], frame: pd.DataFrame, table) -> np.ndarray:
 
 
 def _typed(values: np.ndarray, item):
-    if item.func == "count":
-        return pd.array([int(v) for v in values], dtype="Int64")
-    if item.kind == "int" and item.func in ("sum", "min", "max"):
-        return pd.array([None if v is None else int(v) for v in values], dtype="Int64")
+    if item.func == "count" or (item.kind == "int" and item.func in ("sum", "min", "max")):
+        ints = [None if v is None else int(v) for v in values]
+        if any(v is not None and abs(v) >= 2**63 for v in ints):
+            return pd.array(ints, dtype=object)  # exact beyond 64 bits
+        return pd.array(ints, dtype="Int64")
     return pd.array([np.nan if v is None else float(v) for v in values], dtype="float64")
 
 
@@ -306,6 +307,27 @@ class AggregateOperator:
 
     def flush(self) -> pd.DataFrame:
         return empty_rows(self.job.plans[0], None)
+
+    def advance(self, to: int) -> pd.DataFrame:
+        """Time reaches `to` (ticks): forget the START rows and events that expired."""
+        if self.latest is not None and to <= self.latest:
+            return self.flush()
+        self.latest = to
+        if self.job.forest is not None:
+            self.carry = {
+                root: _take_rows(rows, rows.start_ts > to - self.job.forest.nodes[root].window)
+                for root, rows in self.carry.items()
+            }
+        if self.buffer is not None:
+            self._keep_window(self.buffer.iloc[:0])
+        return self.flush()
+
+    def is_empty(self) -> bool:
+        no_rows = all(not len(rows.start_ts) for rows in self.carry.values())
+        return no_rows and (self.buffer is None or not len(self.buffer))
+
+    def latest_tick(self) -> int | None:
+        return self.latest
 
     # ----
     def _carried(self, counters, qp, end):

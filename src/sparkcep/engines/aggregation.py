@@ -183,6 +183,8 @@ def _group_floor(group: np.ndarray, span: int) -> np.ndarray:
 
 
 def _cumsum0(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "iu" and np.abs(values.astype(np.float64)).sum() >= 2**62:
+        values = values.astype(object)  # exact sums beyond 64 bits
     if values.dtype == object:
         out = np.empty(len(values) + 1, dtype=object)
         out[0] = 0

@@ -48,7 +48,6 @@ from sparkcep.engines.aggregation import Contributions, channel
 from sparkcep.events import EventTable
 from sparkcep.plan import Plan
 
-OVERFLOW_GUARD = 2**40  # beyond this, counts switch to exact Python integers
 
 
 # ---- the prefix forest ------------------------------------------------------------------
@@ -450,6 +449,14 @@ class PrefixCounters:
                        {ch: sums[ch][new, 0] for ch in chans}, {ch: nns[ch][new, 0] for ch in chans},
                        {ch: mins[ch][new, 0] for ch in chans}, {ch: maxs[ch][new, 0] for ch in chans},
                        root)  # fmt: skip
+        # int64 is exact while a count times the events of one group cannot overflow;
+        # beyond, counts become Python integers (exact, slower).
+        most = max((int(st.count[b].max(initial=0)) for b in st.count), default=1)
+        for _, b, a in chans:
+            values = st.values[(b, a)][0]
+            if values.dtype.kind in "iu" and len(values):
+                most *= max(1, int(np.abs(values).max()))  # an int sum grows as count x value
+        guard = (2**62) // (max(most, 1) + 1)  # pre + pre * count stays below 2**63
         active = np.arange(nrows)
         step = 0
         while len(active):
@@ -464,12 +471,16 @@ class PrefixCounters:
                 self.peak_counters, len(active) * nnodes * (1 + 4 * len(chans))
             )
             pre = cnt[active]
-            if cnt.dtype != object and pre.max(initial=0) > OVERFLOW_GUARD:
+            if cnt.dtype != object and pre.max(initial=0) > guard:
                 cnt = cnt.astype(object)
                 pre = cnt[active]
+                for ch in chans:
+                    nns[ch] = nns[ch].astype(object)
+                    if sums[ch].dtype.kind in "iu":
+                        sums[ch] = sums[ch].astype(object)
             d = np.zeros_like(pre)
             reset = np.zeros((len(active), nnodes), dtype=bool)
-            dch = {ch: (np.zeros_like(sums[ch][active]), np.zeros((len(active), nnodes), np.int64),
+            dch = {ch: (np.zeros_like(sums[ch][active]), np.zeros_like(nns[ch][active]),
                         np.full((len(active), nnodes), np.inf), np.full((len(active), nnodes), -np.inf))
                    for ch in chans}  # fmt: skip
             for n in sub[1:]:

@@ -71,6 +71,24 @@ class PatternOperator:
             return self._empty()
         return self._match(self.buffer, emit_from_row=0, released=(self.latest, None))
 
+    def advance(self, to: int) -> pd.DataFrame:
+        """Time reaches `to` (ticks) with no more events before it (a watermark): report
+        the trailing-negation matches whose window closed, and forget what expired."""
+        out = self._empty()
+        if self.buffer is None or (self.latest is not None and to <= self.latest):
+            return out
+        if self.plan.has_trailing_negation and len(self.buffer):
+            out = self._match(self.buffer, emit_from_row=0, released=(self.latest, to))
+        self.latest = to
+        self._prune(self.buffer)
+        return out
+
+    def is_empty(self) -> bool:
+        return self.buffer is None or not len(self.buffer)
+
+    def latest_tick(self) -> int | None:
+        return self.latest
+
     def process_many(self, batches) -> pd.DataFrame:
         outs = [self.process(b) for b in batches] + [self.flush()]
         return pd.concat(outs, ignore_index=True)
