@@ -312,6 +312,124 @@ def explain(
 
 
 @app.command()
+def stream(
+    query: QueryArg,
+    input: Annotated[
+        str,
+        typer.Option(
+            "--input", "-i", help="Folder of event files (new files are picked up), or 'rate'."
+        ),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="Folder for the rows: one .jsonl file per micro-batch."
+        ),
+    ],
+    checkpoint: Annotated[
+        str,
+        typer.Option(
+            "--checkpoint", help="Checkpoint folder: restart on it to continue exactly once."
+        ),
+    ],
+    trigger: Annotated[
+        str,
+        typer.Option("--trigger", help="available-now, once, or an interval such as '5 seconds'."),
+    ] = "available-now",
+    lateness: Annotated[
+        str, typer.Option("--lateness", help="Allowed lateness of event time (watermark delay).")
+    ] = "0 s",
+    late: Annotated[
+        str | None, typer.Option("--late", help="Folder for late events (default: <output>/late).")
+    ] = None,
+    rejected: Annotated[
+        str | None,
+        typer.Option("--rejected", help="Folder for rejected rows (default: <output>/rejected)."),
+    ] = None,
+    max_files: Annotated[
+        int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="jsonl or parquet files per micro-batch, or console.")
+    ] = "jsonl",
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Stop after this many seconds (interval triggers)."),
+    ] = None,
+    master: Annotated[
+        str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
+    ] = None,
+    time_col: TimeOpt = "ts",
+    type_col: TypeOpt = "type",
+    id_col: IdOpt = None,
+    time_unit: UnitOpt = None,
+    tiebreak: TieOpt = None,
+    name: NameOpt = None,
+    sep: SepOpt = ",",
+):
+    """Run a query continuously over a stream of event files, exactly once."""
+    from sparkcep.runners.spark import spark_session
+    from sparkcep.runners.streaming import read_stream, start
+    from sparkcep.runners.streaming import stream as make_stream
+
+    started = time.time()
+    text = _pick(_query_text(query), name, allow_aggregates=True)
+    late = late or os.path.join(output, "late")
+    rejected = rejected or os.path.join(output, "rejected")
+    with err.status("starting Spark") as status:
+        spark = spark_session(master)
+        source = read_stream(spark, input, sep=sep, max_files=max_files)
+        rows = make_stream(
+            source, text, time_col=time_col, type_col=type_col, id_col=id_col,
+            time_unit=time_unit, tiebreak=tiebreak, lateness=lateness,
+        )  # fmt: skip
+        running, writer = start(
+            rows,
+            output=output,
+            late=late,
+            rejected=rejected,
+            checkpoint=checkpoint,
+            trigger=trigger,
+            fmt=fmt,
+        )
+        status.update(f"streaming ({trigger}) into {output}")
+        try:
+            running.awaitTermination(timeout)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if running.isActive:
+                running.stop()
+        progress = running.recentProgress
+    events = sum(p["numInputRows"] for p in progress)
+    seconds = time.time() - started
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("micro-batches", f"{writer.totals['batches']:,}")
+    table.add_row("events read", f"{events:,}")
+    table.add_row(
+        "rows", f"{writer.totals['match']:,}  -> {'console' if fmt == 'console' else output}"
+    )
+    table.add_row(
+        "late events",
+        f"{writer.totals['late']:,}" + (f"  -> {late}" if writer.totals["late"] else ""),
+    )
+    table.add_row(
+        "rejected",
+        f"{writer.totals['rejected']:,}"
+        + (f"  -> {rejected}" if writer.totals["rejected"] else ""),
+    )
+    table.add_row("seconds", f"{seconds:.2f}")
+    durations = [p["durationMs"].get("triggerExecution", 0) for p in progress]
+    if durations:
+        table.add_row(
+            "batch latency", f"median {sorted(durations)[len(durations) // 2] / 1000:.2f} s"
+        )
+    out.print(table)
+
+
+@app.command()
 def warmup():
     """Record the JVM class archive that makes Spark start faster (run once after install)."""
     from sparkcep.runners.warmup import record

@@ -48,8 +48,6 @@ from sparkcep.engines.aggregation import Contributions, channel
 from sparkcep.events import EventTable
 from sparkcep.plan import Plan
 
-
-
 # ---- the prefix forest ------------------------------------------------------------------
 
 

@@ -1,0 +1,202 @@
+"""Streaming gives the batch answer: several micro-batches, late events, a killed process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import normalize
+
+from sparkcep.runners.local import run_aggregate_local, run_local
+from sparkcep.runners.streaming import read_stream, start, stream
+
+pytestmark = pytest.mark.spark
+
+
+def events(n=600, seed=11, keys=4) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    ts = 1_700_000_000_000 + np.cumsum(rng.integers(0, 40, n))  # ms, with equal times
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "type": rng.choice(list("ABCD"), n),
+            "ts": ts,
+            "k": rng.integers(0, keys, n),
+            "v": rng.integers(0, 10, n),
+        }
+    )
+
+
+def heartbeat(frame: pd.DataFrame) -> pd.DataFrame:
+    """An event a day after the others, in a partition of its own and of a type no query
+    names: it moves the watermark past the last real events, which a stream reports only
+    once the watermark has passed them."""
+    last = frame.iloc[[-1]].copy()
+    last["id"], last["type"], last["k"] = 10**9, "END", -1
+    last["ts"] = int(frame["ts"].max()) + 86_400_000
+    return last
+
+
+def in_order(folder: Path) -> None:
+    """Spark picks new files by modification time: make it the name order."""
+    base = time.time() - 1000
+    for i, path in enumerate(sorted(folder.glob("part-*"))):
+        os.utime(path, (base + i, base + i))
+
+
+def write_files(frame: pd.DataFrame, folder: Path, parts: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), parts)):
+        frame.iloc[rows].to_csv(folder / f"part-{i:03d}.csv", index=False)
+    heartbeat(frame).to_csv(folder / f"part-{parts:03d}.csv", index=False)
+    in_order(folder)
+
+
+def read_rows(folder: Path) -> list[dict]:
+    rows = []
+    for path in sorted(folder.glob("batch-*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return rows
+
+
+def canonical(rows) -> list[str]:
+    return sorted(json.dumps({k: normalize(v) for k, v in r.items()}, sort_keys=True) for r in rows)
+
+
+def batch_rows(frame: pd.DataFrame, query: str) -> list[dict]:
+    if "AGG" in query:
+        result = run_aggregate_local(frame, query, id_col="id", time_unit="ms").matches
+    else:
+        result = run_local(frame, query, id_col="id", time_unit="ms").matches
+    return json.loads(result.to_json(orient="records"))
+
+
+def run_stream(spark, folder, query, tmp, lateness="0 s", max_files=1, fmt="jsonl"):
+    source = read_stream(spark, str(folder), max_files=max_files)
+    rows = stream(source, query, id_col="id", time_unit="ms", lateness=lateness)
+    out, ckpt = tmp / "out", tmp / "ckpt"
+    running, writer = start(
+        rows, output=str(out), late=str(tmp / "late"), rejected=str(tmp / "rejected"),
+        checkpoint=str(ckpt), trigger="available-now", fmt=fmt,
+    )  # fmt: skip
+    running.awaitTermination()
+    return running, writer
+
+
+QUERIES = [
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms",
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 600 ms",
+    "PATTERN SEQ(A a, B b) WHERE [k] STRATEGY STRICT_CONTIGUITY WITHIN 300 ms",
+    "PATTERN SEQ(A a, B b, !C x) WHERE [k] WITHIN 300 ms",
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] GROUP BY k AGG COUNT, SUM(b.v) AS s WITHIN 500 ms",
+    "PATTERN SEQ(A a, !D x, B b) AGG COUNT WITHIN 200 ms",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q[:45])
+def test_streaming_equals_batch(spark, tmp_path, query):
+    frame = events()
+    write_files(frame, tmp_path / "in", parts=4)
+    _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
+    assert writer.totals["batches"] >= 4  # one file per micro-batch
+    expected = batch_rows(frame, query)
+    assert len(expected) > 0
+    assert canonical(read_rows(tmp_path / "out")) == canonical(expected)
+    assert writer.totals["late"] == 0
+
+
+def test_parquet_output_holds_the_batch_rows(spark, tmp_path):
+    frame = events(300, seed=2)
+    write_files(frame, tmp_path / "in", parts=3)
+    query = "PATTERN SEQ(A a, B b) WHERE [k] AND b.v > a.v WITHIN 300 ms"
+    run_stream(spark, tmp_path / "in", query, tmp_path, fmt="parquet")
+    parts = sorted((tmp_path / "out").glob("batch-*.parquet"))
+    rows = pd.concat([pd.read_parquet(p) for p in parts]).to_dict("records")
+    assert canonical(rows) == canonical(batch_rows(frame, query))
+
+
+def test_out_of_order_within_lateness_and_late_events(spark, tmp_path):
+    frame = events(400, seed=5)
+    ordered = frame.sort_values("ts").reset_index(drop=True)
+    parts = [ordered.iloc[rows] for rows in np.array_split(np.arange(len(ordered)), 4)]
+    # Within a file, rows come in any order; the second file also holds events up to
+    # 150 ms older than the first file's latest: within the allowed lateness of 1 s.
+    shuffled = [p.sample(frac=1.0, random_state=i) for i, p in enumerate(parts)]
+    moved = parts[0].tail(3)
+    shuffled[0] = shuffled[0].drop(moved.index)
+    shuffled[1] = pd.concat([shuffled[1], moved])
+    # The last file holds one event 10 minutes old: beyond the lateness, so late.
+    stale = parts[3].head(1).assign(id=999_999, ts=int(frame.ts.min()) - 600_000, type="A")
+    shuffled[3] = pd.concat([shuffled[3], stale])
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, part in enumerate(shuffled):
+        part.to_csv(folder / f"part-{i:03d}.csv", index=False)
+    heartbeat(frame).to_csv(folder / "part-999.csv", index=False)
+    in_order(folder)
+    query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
+    _, writer = run_stream(spark, folder, query, tmp_path, lateness="1 s")
+    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, query))
+    late = read_rows(tmp_path / "late")
+    assert [r["id"] for r in late] == [999_999]
+    assert "before the watermark" in late[0]["reason"]
+    assert writer.totals["late"] == 1
+
+
+def test_state_stays_bounded_with_short_lived_keys(spark, tmp_path):
+    # 40 files; each key lives for 60 events and is never seen again.
+    n = 2400
+    frame = events(n, seed=3)
+    frame["k"] = np.arange(n) // 60
+    write_files(frame, tmp_path / "in", parts=40)
+    query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 300 ms"
+    source = read_stream(spark, str(tmp_path / "in"), max_files=1)
+    rows = stream(source, query, id_col="id", time_unit="ms")
+    running, _ = start(
+        rows, output=str(tmp_path / "out"), late=str(tmp_path / "late"),
+        rejected=str(tmp_path / "rej"), checkpoint=str(tmp_path / "ckpt"), trigger="available-now",
+    )  # fmt: skip
+    running.awaitTermination()
+    progress = [p for p in running.recentProgress if p["stateOperators"]]
+    state_rows = [p["stateOperators"][0]["numRowsTotal"] for p in progress]
+    assert len(state_rows) >= 30
+    # 40 keys in all; only the current one or two have state: it levels off.
+    assert max(state_rows[10:]) <= 4, state_rows
+    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, query))
+
+
+def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
+    frame = events(900, seed=21)
+    write_files(frame, tmp_path / "in", parts=9)
+    query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
+    args = [
+        sys.executable, "-m", "sparkcep.cli", "stream", query,
+        "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "ckpt"), "--id", "id", "--time-unit", "ms",
+        "--max-files-per-trigger", "1", "--master", "local[2]",
+    ]  # fmt: skip
+    env = dict(os.environ, SPARKCEP_CDS=os.environ.get("SPARKCEP_CDS", "1"))
+    first = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    out = tmp_path / "out"
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(out.glob("batch-*.jsonl"))) < 3:
+        time.sleep(0.2)
+        assert first.poll() is None, first.stderr.read().decode()[-2000:]
+    os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, mid-run
+    assert first.wait() == -signal.SIGKILL  # killed, not finished
+    assert len(list(out.glob("batch-*.jsonl"))) >= 3
+    second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    rows = read_rows(out)
+    assert canonical(rows) == canonical(batch_rows(frame, query))
+    assert len(rows) == len({json.dumps(r, sort_keys=True) for r in rows})  # no duplicates
