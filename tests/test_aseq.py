@@ -79,7 +79,7 @@ def test_example_8_chop_connect():
 
 
 def test_example_8_snapshots():
-    from sparkcep.aggregate import AggregateJob
+    from sparkcep.aggregate_job import AggregateJob
     from sparkcep.engines.aseq import PrefixCounters, snapshot_counts
     from sparkcep.events import MASK, build_table, components_mask
     from sparkcep.inputs import ROW, schema_of, split_valid
@@ -125,7 +125,7 @@ def test_example_9_multi_connect_equals_unshared():
     twostep = run_aggregate_local(stream, queries, algorithm="twostep")
     assert shared.matches.equals(alone.matches)
     assert shared.matches.equals(twostep.matches)
-    from sparkcep.aggregate import AggregateJob
+    from sparkcep.aggregate_job import AggregateJob
 
     job = AggregateJob(shared.stats["plans"], ["de", "fg", "all"])
     assert len(job.forest.queries[2].pieces) == 3

@@ -126,7 +126,7 @@ def test_operator_rejects_out_of_order_batches():
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_aggregate_operator_batches_and_pickling_give_the_one_shot_output(data):
-    from sparkcep.aggregate import AggregateOperator
+    from sparkcep.aggregate_job import AggregateOperator
     from sparkcep.runners.local import run_aggregate_local
 
     events = frame(data.draw(streams()))

@@ -162,14 +162,15 @@ AGG_QUERIES = [
 
 @pytest.mark.parametrize("queries", AGG_QUERIES, ids=lambda q: str(q)[:40])
 def test_spark_aggregates_equal_local(stream, queries):
+    import sparkcep
     from sparkcep.runners.local import run_aggregate_local
-    from sparkcep.runners.spark import aggregate, run_aggregate
+    from sparkcep.runners.spark import run_aggregate
 
     pdf, _ = stream
     pdf = pdf.assign(id=np.arange(len(pdf)))
     sdf = stream[1].sparkSession.createDataFrame(pdf).repartition(3)
     local = run_aggregate_local(pdf, queries, id_col="id").matches
-    got = aggregate(sdf, queries, id_col="id").toPandas()
+    got = sparkcep.aggregate(sdf, queries, id_col="id").toPandas()
     assert len(local) > 0
     assert list(got.columns) == list(local.columns)
     # Equal-time triggers of one group give equal rows, so compare as sorted rows.

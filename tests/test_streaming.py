@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from helpers import normalize
 
+import sparkcep
 from sparkcep.runners.local import run_aggregate_local, run_local
-from sparkcep.runners.streaming import read_stream, start, stream
+from sparkcep.runners.streaming import read_stream, start
 
 pytestmark = pytest.mark.spark
 
@@ -81,7 +82,7 @@ def batch_rows(frame: pd.DataFrame, query: str) -> list[dict]:
 
 def run_stream(spark, folder, query, tmp, lateness="0 s", max_files=1, fmt="jsonl"):
     source = read_stream(spark, str(folder), max_files=max_files)
-    rows = stream(source, query, id_col="id", time_unit="ms", lateness=lateness)
+    rows = sparkcep.stream(source, query, id_col="id", time_unit="ms", lateness=lateness)
     out, ckpt = tmp / "out", tmp / "ckpt"
     running, writer = start(
         rows, output=str(out), late=str(tmp / "late"), rejected=str(tmp / "rejected"),
@@ -159,7 +160,7 @@ def test_state_stays_bounded_with_short_lived_keys(spark, tmp_path):
     write_files(frame, tmp_path / "in", parts=40)
     query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 300 ms"
     source = read_stream(spark, str(tmp_path / "in"), max_files=1)
-    rows = stream(source, query, id_col="id", time_unit="ms")
+    rows = sparkcep.stream(source, query, id_col="id", time_unit="ms")
     running, _ = start(
         rows, output=str(tmp_path / "out"), late=str(tmp_path / "late"),
         rejected=str(tmp_path / "rej"), checkpoint=str(tmp_path / "ckpt"), trigger="available-now",

@@ -53,7 +53,8 @@ def explain_plan(plan: Plan) -> str:
     if plan.tiebreak:
         lines.append(("order", f"time, then {plan.tiebreak} for equal times"))
     if plan.key:
-        source = ", ".join(ast.to_text(e).strip("()") for e in plan.key_conditions)
+        texts = [ast.to_text(e).strip("()") for e in plan.key_conditions]
+        source = ", ".join(dict.fromkeys(texts)) or "GROUP BY"  # each once, in order
         lines.append(
             (
                 "key",

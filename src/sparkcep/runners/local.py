@@ -102,7 +102,7 @@ def _aggregate_plans(queries, schema, options: Options) -> tuple[list[Plan], lis
 
 def jobs_for(plans: list[Plan], names: list, algorithm: str, sharing: str):
     """AGG queries grouped by how they partition the stream (each group runs together)."""
-    from sparkcep.aggregate import AggregateJob
+    from sparkcep.aggregate_job import AggregateJob
 
     groups: dict[tuple, list[int]] = {}
     for i, plan in enumerate(plans):

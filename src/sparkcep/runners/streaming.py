@@ -208,7 +208,7 @@ class StreamStep:
         self.info = info
 
     def _new_operator(self):
-        from sparkcep.aggregate import AggregateOperator
+        from sparkcep.aggregate_job import AggregateOperator
         from sparkcep.engines.operator import PatternOperator
 
         info = self.info

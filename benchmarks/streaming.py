@@ -1,0 +1,167 @@
+"""`sparkcep stream` on G2: sustained events/s and micro-batch latency (issue 4).
+
+G2 of the foundation issue (1,000,000 events, gaps 1..20 ms) gets an `id` column and is
+split into 20 CSV files, plus one heartbeat file (an event a day later, of a type the
+query does not name) so that the watermark passes the last events and the output is
+complete. The query is skip-till-next `SEQ(A a, B b, C c)` with `[k]` WITHIN 5 s; its
+batch answer has 8,438 matches and the stream's is checked against that count.
+
+Measured, in one process and one Spark session:
+- files per micro-batch 1, 5 and 21 (trigger available-now): sustained events/s = events
+  / the sum of the micro-batches' durations, and the median and 95th percentile of a
+  micro-batch's duration (its latency: from the trigger to the rows written);
+- the whole `sparkcep stream` process (JVM start to the summary) for 1 file per batch.
+
+    python -m benchmarks.streaming
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.generators import g2
+from benchmarks.run import G2_QUERY
+
+RESULTS = Path(__file__).parent / "results"
+EXPECTED_MATCHES = 8_438
+
+
+def write_files(folder: Path, parts: int = 20) -> int:
+    frame = g2()
+    frame.insert(0, "id", np.arange(len(frame)))
+    folder.mkdir(parents=True)
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), parts)):
+        frame.iloc[rows].to_csv(folder / f"part-{i:03d}.csv", index=False)
+    beat = frame.iloc[[-1]].assign(id=len(frame), type="END", k=-1)
+    beat["ts"] = int(frame["ts"].iloc[-1]) + 86_400_000
+    beat.to_csv(folder / f"part-{parts:03d}.csv", index=False)
+    # Spark picks files up in modification-time order: make it the name order.
+    base = time.time() - 1000
+    for i, path in enumerate(sorted(folder.glob("part-*"))):
+        os.utime(path, (base + i, base + i))
+    return len(frame) + 1
+
+
+def count_rows(folder: Path) -> int:
+    return sum(
+        sum(1 for line in p.read_text().splitlines() if line) for p in folder.glob("batch-*.jsonl")
+    )
+
+
+def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
+    from sparkcep.runners.streaming import read_stream, start, stream
+
+    out = tmp / f"out-{files_per_batch}"
+    source = read_stream(spark, str(folder), max_files=files_per_batch)
+    rows = stream(source, G2_QUERY, id_col="id", time_unit="ms")
+    started = time.perf_counter()
+    running, _ = start(
+        rows, output=str(out), late=str(out / "late"), rejected=str(out / "rejected"),
+        checkpoint=str(tmp / f"ckpt-{files_per_batch}"), trigger="available-now",
+    )  # fmt: skip
+    running.awaitTermination()
+    wall = time.perf_counter() - started
+    progress = [p for p in running.recentProgress if p["numInputRows"] > 0]
+    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+    events = sum(p["numInputRows"] for p in progress)
+    matches = count_rows(out)
+    return {
+        "run": f"in-process, {files_per_batch} file(s) per micro-batch",
+        "micro_batches": len(running.recentProgress),
+        "batches_with_data": len(progress),
+        "events": events,
+        "matches": matches,
+        "correct": matches == EXPECTED_MATCHES,
+        "seconds": wall,
+        "events_per_s": events / sum(durations),
+        "latency_median_s": statistics.median(durations),
+        "latency_p95_s": float(np.percentile(durations, 95)),
+    }
+
+
+def whole_process(folder: Path, tmp: Path) -> dict:
+    out = tmp / "cli-out"
+    query = tmp / "g2.cep"
+    query.write_text(G2_QUERY)
+    args = [
+        sys.executable, "-m", "sparkcep.cli", "stream", str(query), "--input", str(folder),
+        "--output", str(out), "--checkpoint", str(tmp / "cli-ckpt"), "--id", "id",
+        "--time-unit", "ms", "--max-files-per-trigger", "1",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    matches = count_rows(out)
+    return {
+        "run": "`sparkcep stream` process, 1 file per micro-batch",
+        "events": 1_000_001,
+        "matches": matches,
+        "correct": matches == EXPECTED_MATCHES,
+        "seconds": wall,
+        "events_per_s": 1_000_001 / wall,
+    }
+
+
+def main() -> None:
+    from sparkcep.runners.spark import spark_session
+
+    tmp = Path(tempfile.mkdtemp(prefix="sparkcep-stream-bench-"))
+    try:
+        folder = tmp / "in"
+        write_files(folder)
+        rows = [whole_process(folder, tmp)]
+        print(rows[-1], flush=True)
+        spark = spark_session()
+        for files in (1, 5, 21):
+            rows.append(in_process(spark, folder, tmp, files))
+            print(rows[-1], flush=True)
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write(rows)
+
+
+def write(rows: list[dict]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(RESULTS / "streaming.csv", index=False)
+    lines = [
+        "# `sparkcep stream` on G2 (1,000,000 events in 20 CSV files + a heartbeat file)",
+        "",
+        f"Query: `{G2_QUERY}` (`--time-unit ms`), Spark local[*] on 2 cores, trigger",
+        "available-now. Sustained events/s = events / the sum of micro-batch durations;",
+        "latency = a micro-batch's duration (trigger to rows written). `correct`: the",
+        f"stream's rows number the batch answer's {EXPECTED_MATCHES:,}.",
+        "",
+        "| run | micro-batches | matches | correct | seconds | events/s | latency median s | latency p95 s |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lat = (
+            f"{r['latency_median_s']:.2f} | {r['latency_p95_s']:.2f}"
+            if "latency_median_s" in r
+            else "– | –"
+        )
+        lines.append(
+            f"| {r['run']} | {r.get('micro_batches', '–')} | {r['matches']:,} | {r['correct']} | "
+            f"{r['seconds']:.1f} | {r['events_per_s']:,.0f} | {lat} |"
+        )
+    (RESULTS / "streaming.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
