@@ -156,17 +156,7 @@ class AggregateJob:
         trig = Triggers(pos, table.ts[pos], group_of_segment[table.segment[pos]])
         cgroup = group_of_segment[contribs.segment] if len(contribs) else np.zeros(0, np.int64)
         values = combine(plan, contribs, trig, cgroup) if len(pos) else {}
-        rows = table.row[pos]
-        out = {"ts": frame[plan.options.time_col].to_numpy()[rows]}
-        for g in plan.group_by:
-            out[g] = frame[g].to_numpy()[rows]
-        for item in plan.agg:
-            out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
-        result = pd.DataFrame(out)
-        if not len(result):
-            return empty_rows(plan, frame)
-        order = np.lexsort((pos, table.ts[pos], trig.group))
-        return result.iloc[order].reset_index(drop=True)
+        return trigger_rows(plan, frame, table, pos, trig.group, values)
 
 
 def _groups(cols: list[str], frame: pd.DataFrame, table) -> np.ndarray:
@@ -193,6 +183,22 @@ def _typed(values: np.ndarray, item):
             return pd.array(ints, dtype=object)  # exact beyond 64 bits
         return pd.array(ints, dtype="Int64")
     return pd.array([np.nan if v is None else float(v) for v in values], dtype="float64")
+
+
+def trigger_rows(plan, frame, table, pos, groups, values) -> pd.DataFrame:
+    """One output row per trigger event (table positions `pos`), in (group, ts, position)
+    order: its time, group columns and aggregate values."""
+    rows = table.row[pos]
+    out = {"ts": frame[plan.options.time_col].to_numpy()[rows]}
+    for g in plan.group_by:
+        out[g] = frame[g].to_numpy()[rows]
+    for item in plan.agg:
+        out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
+    result = pd.DataFrame(out)
+    if not len(result):
+        return empty_rows(plan, frame)
+    order = np.lexsort((pos, table.ts[pos], groups))
+    return result.iloc[order].reset_index(drop=True)
 
 
 def empty_rows(plan: Plan, frame: pd.DataFrame | None) -> pd.DataFrame:
@@ -377,17 +383,7 @@ class AggregateOperator:
         contribs = _take_contribs(contribs, keep)
         trig = Triggers(trig_pos, table.ts[trig_pos], tgroups)
         values = combine(plan, contribs, trig, cgroup[keep]) if len(trig_pos) else {}
-        rows = table.row[trig_pos]
-        out = {"ts": frame[plan.options.time_col].to_numpy()[rows]}
-        for g in plan.group_by:
-            out[g] = frame[g].to_numpy()[rows]
-        for item in plan.agg:
-            out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
-        result = pd.DataFrame(out)
-        if not len(result):
-            return empty_rows(plan, frame)
-        order = np.lexsort((trig_pos, table.ts[trig_pos], tgroups))
-        return result.iloc[order].reset_index(drop=True)
+        return trigger_rows(plan, frame, table, trig_pos, tgroups, values)
 
     def _enumerated(self, plan, batch):
         frame = batch if self.buffer is None else pd.concat([self.buffer, batch], ignore_index=True)

@@ -42,6 +42,9 @@ NameOpt = Annotated[
     str | None, typer.Option("--query", help="Which named query of the file to run.")
 ]
 SepOpt = Annotated[str, typer.Option("--sep", help="CSV field separator.")]
+MasterOpt = Annotated[
+    str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
+]
 
 
 def _query_text(query: str) -> str:
@@ -94,9 +97,7 @@ def run(
     local: Annotated[
         bool, typer.Option("--local", help="Run in this process with pandas, without Spark.")
     ] = False,
-    master: Annotated[
-        str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
-    ] = None,
+    master: MasterOpt = None,
     time_col: TimeOpt = "ts",
     type_col: TypeOpt = "type",
     id_col: IdOpt = None,
@@ -356,9 +357,7 @@ def stream(
         float | None,
         typer.Option("--timeout", help="Stop after this many seconds (interval triggers)."),
     ] = None,
-    master: Annotated[
-        str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
-    ] = None,
+    master: MasterOpt = None,
     time_col: TimeOpt = "ts",
     type_col: TypeOpt = "type",
     id_col: IdOpt = None,
