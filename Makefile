@@ -42,6 +42,9 @@ format: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.aseq --cap 30
+	$(BIN)/python -m benchmarks.streaming
+	$(BIN)/python -m benchmarks.state_api
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis

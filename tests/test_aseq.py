@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 import pytest
 from aggregation_oracle import oracle_aggregate
@@ -204,6 +206,36 @@ def test_shared_runs_equal_unshared(data):
     }
     assert outs["prefix"].equals(outs["none"])
     assert outs["chop"].equals(outs["none"])
+    with connect_chunk(1):  # connect one tail START at a time
+        chunked = run_aggregate_local(events, picked, id_col="id", sharing="chop").matches
+    assert chunked.equals(outs["none"])
+
+
+@contextlib.contextmanager
+def connect_chunk(rows: int):
+    from sparkcep.engines import aseq
+
+    saved, aseq.CONNECT_CHUNK = aseq.CONNECT_CHUNK, rows
+    try:
+        yield
+    finally:
+        aseq.CONNECT_CHUNK = saved
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_chop_connect_per_group_equals_unshared(data):
+    events = frame(data.draw(streams(max_events=24, types="ABCD")))
+    queries = [
+        "QUERY q1: PATTERN SEQ(A a, B b, C c) WHERE [k] GROUP BY k AGG COUNT, SUM(c.v) WITHIN 3",
+        "QUERY q2: PATTERN SEQ(D d, A a, B b, C c) WHERE [k] GROUP BY k AGG COUNT, MAX(d.v) WITHIN 4",
+        "QUERY q3: PATTERN SEQ(C c, D d, A a, B b, C c2) WHERE [k] GROUP BY k AGG COUNT WITHIN 5",
+    ]
+    unshared = run_aggregate_local(events, queries, id_col="id", sharing="none").matches
+    for rows in (1, 7, 10**9):
+        with connect_chunk(rows):
+            chop = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
+        assert chop.equals(unshared)
 
 
 def test_counts_beyond_64_bits_stay_exact():

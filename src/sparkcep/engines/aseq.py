@@ -677,43 +677,55 @@ def _take(c: Chain, idx: np.ndarray) -> Chain:
     )
 
 
+CONNECT_CHUNK = 4_000_000  # joined rows per step of _connect: bounds its memory
+
+
 def _connect(head: Chain, tail: Chain, st: GroupStats, window: int) -> Chain:
     """Lemma 7 with snapshots: head matches that end before a tail START, per head tag,
-    times the tail matches from that START (multi-connect: head may itself be a chain)."""
-    # 1. Snapshot pairs: for each tail start group d, the head bundles (tag a, end e) with
-    #    e < d in the same segment and a within the window of d.
-    order = np.lexsort((head.group, st.segment[head.group]))
-    h = _take(head, order)
-    tail_starts = np.unique(tail.tag)
-    hseg = st.segment[h.group]
-    # head bundles of the segment with end group < d: a contiguous range in `order`.
-    seg_lo = np.searchsorted(hseg, st.segment[tail_starts], side="left")
-    hi = np.searchsorted(h.group, tail_starts, side="left")
-    lo = seg_lo
+    times the tail matches from that START (multi-connect: head may itself be a chain).
+
+    Done for a few tail STARTs at a time, so the rows joined at once stay within
+    CONNECT_CHUNK, and bundles of equal (head tag, end group) are merged as they come.
+    """
     from sparkcep.engines.nfa import _ranges
 
-    d_idx, h_idx = _ranges(lo, np.maximum(hi, lo))
-    d_groups = tail_starts[d_idx]
+    h = _take(head, np.argsort(head.group, kind="stable"))  # group ids: (segment, time) order
+    t = _take(tail, np.argsort(tail.tag, kind="stable"))
+    tail_starts, t_lo, t_count = np.unique(t.tag, return_index=True, return_counts=True)
+    # Head bundles that can precede START d: ending in (ts[d] - window, d) in d's segment.
+    lo = np.searchsorted(h.group, _window_floor(st, tail_starts, window), side="left")
+    hi = np.maximum(np.searchsorted(h.group, tail_starts, side="left"), lo)
+    work = np.cumsum((hi - lo) * t_count)
+    parts, done, first = [], 0, 0
+    while first < len(tail_starts) or not parts:
+        last = max(int(np.searchsorted(work, done + CONNECT_CHUNK, side="right")), first + 1)
+        sl = slice(first, last)
+        parts.append(_connect_starts(h, t, st, window, tail_starts[sl], lo[sl], hi[sl],
+                                     t_lo[sl], t_count[sl], _ranges))  # fmt: skip
+        done, first = (int(work[last - 1]) if len(work) else 0), last
+    return parts[0] if len(parts) == 1 else _merge(_concat_chains(parts), len(st.ts))
+
+
+def _connect_starts(h, t, st, window, starts, lo, hi, t_lo, t_count, ranges) -> Chain:
+    # 1. Snapshot pairs: for each tail START d, the head bundles (tag a, end e) before it
+    #    with a within the window of d; summed per (a, d): the head's counts at d.
+    d_idx, h_idx = ranges(lo, hi)
+    d_groups = starts[d_idx]
     ok = st.ts[d_groups] - st.ts[h.tag[h_idx]] < window
-    d_groups, h_idx = d_groups[ok], h_idx[ok]
-    # 2. Sum the head bundles per (tag, d): the snapshot of the head's counts.
-    pair_key = np.stack([h.tag[h_idx], d_groups])
-    uniq, inverse = np.unique(pair_key, axis=1, return_inverse=True)
+    d_idx, h_idx = d_idx[ok], h_idx[ok]
+    n = len(st.ts) + 1
+    uniq, inverse = np.unique(h.tag[h_idx] * n + d_idx, return_inverse=True)
     inverse = inverse.ravel()
-    npairs = uniq.shape[1]
+    npairs = len(uniq)
     snap_cnt = _sum_by(inverse, h.count[h_idx], npairs)
     snap = {
         ch: (_sum_by(inverse, h.sums[ch][h_idx], npairs), _sum_by(inverse, h.nonnull[ch][h_idx], npairs),
              _min_by(inverse, h.mins[ch][h_idx], npairs), _max_by(inverse, h.maxs[ch][h_idx], npairs))
         for ch in h.sums
     }  # fmt: skip
-    pair_tag, pair_d = uniq[0], uniq[1]
-    # 3. Join each pair with the tail bundles of its start d.
-    t_order = np.argsort(tail.tag, kind="stable")
-    t = _take(tail, t_order)
-    lo = np.searchsorted(t.tag, pair_d, side="left")
-    hi = np.searchsorted(t.tag, pair_d, side="right")
-    p_idx, t_idx = _ranges(lo, hi)
+    pair_tag, pair_d = uniq // n, uniq % n
+    # 2. Join each pair with the tail bundles of its START d.
+    p_idx, t_idx = ranges(t_lo[pair_d], t_lo[pair_d] + t_count[pair_d])
     ok = st.ts[t.group[t_idx]] - st.ts[pair_tag[p_idx]] < window
     p_idx, t_idx = p_idx[ok], t_idx[ok]
     count = snap_cnt[p_idx] * t.count[t_idx]
@@ -730,7 +742,51 @@ def _connect(head: Chain, tail: Chain, st: GroupStats, window: int) -> Chain:
         maxs[ch] = np.where(snap_cnt[p_idx] != 0, t.maxs[ch][t_idx], -np.inf)
     keep = np.flatnonzero(count != 0)
     chain = Chain(pair_tag[p_idx], t.group[t_idx], count, sums, nonnull, mins, maxs)
-    return _take(chain, keep)
+    return _merge(_take(chain, keep), len(st.ts))
+
+
+def _window_floor(st: GroupStats, groups: np.ndarray, window: int) -> np.ndarray:
+    """Per group g: the first group of g's segment whose time is > ts[g] - window."""
+    times = np.unique(st.ts)
+    base = len(times) + 1
+    # (segment, time rank) as one sortable number; groups are in that order already.
+    rank = st.segment.astype(np.int64) * base + np.searchsorted(times, st.ts)
+    floor = np.clip(st.ts[groups] - window, np.iinfo(np.int64).min // 2, None)
+    wanted = st.segment[groups].astype(np.int64) * base + np.searchsorted(
+        times, floor, side="right"
+    )
+    return np.searchsorted(rank, wanted, side="left")
+
+
+def _concat_chains(parts: list[Chain]) -> Chain:
+    def cat(get):
+        return np.concatenate([get(p) for p in parts])
+
+    def cat_dict(get):
+        return {k: cat(lambda p, k=k: get(p)[k]) for k in get(parts[0])}
+
+    return Chain(
+        cat(lambda p: p.tag), cat(lambda p: p.group), cat(lambda p: p.count),
+        cat_dict(lambda p: p.sums), cat_dict(lambda p: p.nonnull),
+        cat_dict(lambda p: p.mins), cat_dict(lambda p: p.maxs),
+    )  # fmt: skip
+
+
+def _merge(c: Chain, ngroups: int) -> Chain:
+    """One bundle per (tag, end group): counts and sums added, min of mins, max of maxs."""
+    n = ngroups + 1
+    uniq, inverse = np.unique(c.tag * n + c.group, return_inverse=True)
+    if len(uniq) == len(c.tag):
+        return c
+    inverse = inverse.ravel()
+    k = len(uniq)
+    return Chain(
+        uniq // n, uniq % n, _sum_by(inverse, c.count, k),
+        {ch: _sum_by(inverse, v, k) for ch, v in c.sums.items()},
+        {ch: _sum_by(inverse, v, k) for ch, v in c.nonnull.items()},
+        {ch: _min_by(inverse, v, k) for ch, v in c.mins.items()},
+        {ch: _max_by(inverse, v, k) for ch, v in c.maxs.items()},
+    )  # fmt: skip
 
 
 def _sum_by(inverse: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
