@@ -93,7 +93,7 @@ def test_example_8_snapshots():
         analyze("PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9", schema),
         analyze("PATTERN SEQ(A a, B b, C c, D d, E e) AGG COUNT WITHIN 9", schema),
     ]
-    job = AggregateJob(plans, ["de", "abcde"])
+    job = AggregateJob(plans, ["de", "abcde"], sharing="chop")
     qp = job.forest.queries[1]
     assert len(qp.pieces) == 2  # chopped into (A, B, C) + (D, E)
     valid[MASK] = components_mask(job.forest.signatures, "type", valid)
@@ -129,7 +129,7 @@ def test_example_9_multi_connect_equals_unshared():
     assert shared.matches.equals(twostep.matches)
     from sparkcep.aggregate_job import AggregateJob
 
-    job = AggregateJob(shared.stats["plans"], ["de", "fg", "all"])
+    job = AggregateJob(shared.stats["plans"], ["de", "fg", "all"], sharing="chop")
     assert len(job.forest.queries[2].pieces) == 3
     got = shared.matches
     assert got[got["query"] == "all"]["count"].max() > 0

@@ -36,7 +36,7 @@ class AggregateJob:
     plans: list[Plan]
     names: list[str | None]
     algorithm: str = "aseq"
-    sharing: str = "chop"
+    sharing: str = "prefix"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:

@@ -119,8 +119,12 @@ def run(
         str, typer.Option("--algorithm", help="AGG queries: aseq (prefix counters) or twostep.")
     ] = "aseq",
     sharing: Annotated[
-        str, typer.Option("--sharing", help="Several AGG queries: chop, prefix or none.")
-    ] = "chop",
+        str,
+        typer.Option(
+            "--sharing",
+            help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect) or none.",
+        ),
+    ] = "prefix",
 ):
     """Run a pattern query (or AGG queries) over event files and write the results."""
     from sparkcep.files import default_rejected_path, output_format

@@ -94,7 +94,7 @@ class Signature:
 class Forest:
     """The prefix trees of a set of A-Seq queries (one path per query, or per piece)."""
 
-    def __init__(self, plans: list[Plan], sharing: str = "chop"):
+    def __init__(self, plans: list[Plan], sharing: str = "prefix"):
         if sharing not in ("none", "prefix", "chop"):
             raise ValueError(f"sharing is none, prefix or chop, not {sharing!r}")
         self.sharing = sharing

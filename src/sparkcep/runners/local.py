@@ -125,7 +125,7 @@ def run_aggregate_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     algorithm: str = "aseq",
-    sharing: str = "chop",
+    sharing: str = "prefix",
 ) -> LocalRun:
     """AGG queries (one, a list, or a file's named queries) over `events`, locally."""
     frame = as_frame(events)

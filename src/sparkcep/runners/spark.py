@@ -552,7 +552,7 @@ def run_aggregate(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     algorithm: str = "aseq",
-    sharing: str = "chop",
+    sharing: str = "prefix",
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
     partitions: int | None = None,
