@@ -332,9 +332,6 @@ class AggregateOperator:
         no_rows = all(not len(rows.start_ts) for rows in self.carry.values())
         return no_rows and (self.buffer is None or not len(self.buffer))
 
-    def latest_tick(self) -> int | None:
-        return self.latest
-
     # ----
     def _carried(self, counters, qp, end):
         """Matches counted before this batch, as contributions that ended long ago."""

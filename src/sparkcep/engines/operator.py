@@ -86,9 +86,6 @@ class PatternOperator:
     def is_empty(self) -> bool:
         return self.buffer is None or not len(self.buffer)
 
-    def latest_tick(self) -> int | None:
-        return self.latest
-
     def process_many(self, batches) -> pd.DataFrame:
         outs = [self.process(b) for b in batches] + [self.flush()]
         return pd.concat(outs, ignore_index=True)

@@ -276,11 +276,6 @@ class StreamStep:
                 yield frame
 
 
-def _window(info: StreamPlan) -> int:
-    windows = [p.window for p in info.plans]
-    return 0 if any(w is None for w in windows) else max(windows)
-
-
 def _payload(kind: str, frame: pd.DataFrame, info: StreamPlan) -> pd.DataFrame:
     if frame is None or not len(frame):
         return pd.DataFrame({"kind": [], "payload": []})
