@@ -42,7 +42,9 @@ def heartbeat(frame: pd.DataFrame) -> pd.DataFrame:
     once the watermark has passed them."""
     last = frame.iloc[[-1]].copy()
     last["id"], last["type"], last["k"] = 10**9, "END", -1
-    last["ts"] = int(frame["ts"].max()) + 86_400_000
+    last["ts"] = frame["ts"].max() + (
+        pd.Timedelta(days=1) if isinstance(frame["ts"].max(), pd.Timestamp) else 86_400_000
+    )
     return last
 
 
@@ -112,6 +114,26 @@ def test_streaming_equals_batch(spark, tmp_path, query):
     assert len(expected) > 0
     assert canonical(read_rows(tmp_path / "out")) == canonical(expected)
     assert writer.totals["late"] == 0
+
+
+def test_timestamp_time_column(spark, tmp_path):
+    frame = events(300, seed=8)
+    frame["ts"] = pd.to_datetime(frame["ts"], unit="ms")  # written as ISO text
+    write_files(frame, tmp_path / "in", parts=3)
+    query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
+    source = read_stream(spark, str(tmp_path / "in"), max_files=1)
+    rows = sparkcep.stream(source, query, id_col="id")  # no --time-unit: a timestamp
+    running, _ = start(
+        rows, output=str(tmp_path / "out"), late=str(tmp_path / "late"),
+        rejected=str(tmp_path / "rej"), checkpoint=str(tmp_path / "ckpt"), trigger="available-now",
+    )  # fmt: skip
+    running.awaitTermination()
+    got = read_rows(tmp_path / "out")
+    for row in got:
+        row["start"], row["end"] = pd.Timestamp(row["start"]), pd.Timestamp(row["end"])
+    expected = run_local(frame, query, id_col="id").matches
+    assert len(expected) > 0
+    assert canonical(got) == canonical(expected.to_dict("records"))
 
 
 def test_parquet_output_holds_the_batch_rows(spark, tmp_path):

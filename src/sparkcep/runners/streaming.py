@@ -56,15 +56,15 @@ OUTPUT = T.StructType(
 STATE = T.StructType([T.StructField("blob", T.BinaryType())])
 
 
-def _micros_per_tick(time_kind: str, time_unit: str | None) -> float:
+def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
     if time_kind == "timestamp":
-        return 1.0
+        return 1000  # timestamps are read as microseconds
     if time_unit is None:
         raise SparkcepError(
             "streaming needs to know the unit of an integer time column for its watermark: "
             "give --time-unit ms|s|us|ns (time_unit=...)"
         )
-    return NANOS[time_unit] / 1000
+    return NANOS[time_unit]
 
 
 def parse_duration(text: str) -> int:
@@ -91,7 +91,7 @@ class StreamPlan:
     aggregate: bool
     id_col: str
     group_cols: list[str]
-    micros_per_tick: float
+    nanos_per_tick: int
     columns: list[str]  # input columns, for the late/rejected payloads
 
 
@@ -144,7 +144,7 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
     elif time_kind == "float":
         sdf = sdf.withColumn(time_col, F.col(f"`{time_col}`").cast("long"))
         time_kind = "int"
-    micros = _micros_per_tick(time_kind, time_unit)
+    nanos = _nanos_per_tick(time_kind, time_unit)
     options = Options(time_col, type_col, id_col, time_unit, tiebreak)
     schema = schema_of(sdf)
     schema[time_col] = time_kind
@@ -175,7 +175,11 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
         type_missing, F.lit(f"{type_col} is missing")
     )
     sdf = sdf.withColumn(REASON, reason).withColumn(TICKS, ticks).withColumn(MASK, mask)
-    micros_expr = F.col(TICKS) if micros == 1.0 else (F.col(TICKS) * F.lit(micros)).cast("long")
+    # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
+    if nanos >= 1000:
+        micros_expr = F.col(TICKS) * F.lit(nanos // 1000)
+    else:
+        micros_expr = F.floor(F.col(TICKS) / F.lit(1000 // nanos)).cast("long")
     sdf = sdf.withColumn(WATERMARK, F.timestamp_micros(F.coalesce(micros_expr, F.lit(0))))
     # Every event moves event time on, even one no component wants.
     sdf = sdf.withWatermark(WATERMARK, f"{parse_duration(lateness)} microseconds")
@@ -196,7 +200,7 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
         WATERMARK, metadata={"spark.watermarkDelayMs": parse_duration(lateness) // 1000}
     )
     sdf = sdf.select(*[F.col(f"`{c}`") for c in sdf.columns if c != WATERMARK], never_late)
-    info = StreamPlan(plans, names, aggregate, id_col, group_cols, micros, list(columns))
+    info = StreamPlan(plans, names, aggregate, id_col, group_cols, nanos, list(columns))
     return sdf, StreamStep(info)
 
 
@@ -227,8 +231,8 @@ class StreamStep:
             pending, operator = pickle.loads(state.get[0])
         else:
             pending, operator = None, self._new_operator()
-        watermark_us = state.getCurrentWatermarkMs() * 1000  # set by the previous batch
-        watermark = int(watermark_us / info.micros_per_tick)  # in ticks
+        # The watermark the previous micro-batch set, in ticks.
+        watermark = state.getCurrentWatermarkMs() * 1_000_000 // info.nanos_per_tick
         has_watermark = state.getCurrentWatermarkMs() > 0
         out: list[pd.DataFrame] = []
         if frames:
