@@ -66,3 +66,31 @@ def test_engine_equals_oracle(strategy, data):
 def test_kleene_skip_till_any_explodes_like_the_oracle(events):
     query = "PATTERN SEQ(A a, B+ b[]) WHERE prev(b.v) <= b.v WITHIN 8 RETURN count(b) AS n"
     check_against_oracle(events, query)
+
+
+# The SASE example of the issue (imprecise-timestamps.md §2.1, Query 1), through the engine:
+# the stream a, b1, b2, c, d gives two matches under skip-till-any and one under
+# skip-till-next (b1, the first eligible CPU event).
+QUERY_1 = (
+    "PATTERN SEQ(TaskStart a, CPU b, TaskFinish c, CPU d) "
+    "WHERE a.taskId = c.taskId AND b.nodeId = a.nodeId AND d.nodeId = a.nodeId "
+    "AND b.value > 95 AND d.value <= 70 WITHIN 15 STRATEGY "
+)
+QUERY_1_STREAM = pd.DataFrame(
+    {
+        "id": [10, 11, 12, 13, 14],
+        "type": ["TaskStart", "CPU", "CPU", "TaskFinish", "CPU"],
+        "ts": [1, 2, 3, 4, 5],
+        "taskId": [7, None, None, 7, None],
+        "nodeId": [3, 3, 3, 3, 3],
+        "value": [None, 96, 99, None, 60],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "bs"), [("SKIP_TILL_ANY_MATCH", [11, 12]), ("SKIP_TILL_NEXT_MATCH", [11])]
+)
+def test_sase_query_1_through_the_engine(strategy, bs):
+    got = run_local(QUERY_1_STREAM, QUERY_1 + strategy, id_col="id").matches
+    assert got[["a", "b", "c", "d"]].values.tolist() == [[10, b, 13, 14] for b in bs]
