@@ -158,3 +158,20 @@ def agg_queries(draw):
     if draw(st.integers(0, 3)) == 0:
         text += " ORDER BY ts, seq"
     return text
+
+
+def events_frame(events: list[dict]):
+    """A drawn stream as a DataFrame with fixed column types (even when empty)."""
+    import pandas as pd
+
+    df = pd.DataFrame(events, columns=["id", "type", "ts", "v", "k", "seq"])
+    return df.astype(
+        {
+            "id": "int64",
+            "ts": "int64",
+            "type": "object",
+            "v": "float64",
+            "k": "int64",
+            "seq": "int64",
+        }
+    )

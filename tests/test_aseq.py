@@ -11,25 +11,10 @@ from helpers import examples, normalize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import agg_queries, streams
+from strategies import events_frame as frame
 
 from sparkcep import QueryError
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
-
-COLUMNS = ["id", "type", "ts", "v", "k", "seq"]
-
-
-def frame(events):
-    df = pd.DataFrame(events, columns=COLUMNS)
-    return df.astype(
-        {
-            "id": "int64",
-            "ts": "int64",
-            "type": "object",
-            "v": "float64",
-            "k": "int64",
-            "seq": "int64",
-        }
-    )
 
 
 def letters(types: str, times=None) -> pd.DataFrame:

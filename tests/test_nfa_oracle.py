@@ -9,29 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle_matches
 from strategies import STRATEGY_NAMES, queries, streams
+from strategies import events_frame as frame
 
 from sparkcep import QueryError, run_local
 
-COLUMNS = ["id", "type", "ts", "v", "k", "seq"]
 SETTINGS = settings(
     max_examples=examples(250),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-def frame(events: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(events, columns=COLUMNS)
-    return df.astype(
-        {
-            "id": "int64",
-            "ts": "int64",
-            "type": "object",
-            "v": "float64",
-            "k": "int64",
-            "seq": "int64",
-        }
-    )
 
 
 def check_against_oracle(events: list[dict], query: str) -> None:

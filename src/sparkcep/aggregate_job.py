@@ -139,13 +139,7 @@ class AggregateJob:
             outs.append(
                 (i, self._rows(plan, frame, table, contribs, plan.positives[-1].bit, owned, id_col))
             )
-        outs.sort(key=lambda x: x[0])
-        frames = []
-        for i, rows in outs:
-            if len(self.plans) > 1 or self.names[i] is not None:
-                rows.insert(0, "query", self.names[i] or f"q{i + 1}")
-            frames.append(rows)
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return query_rows(outs, self.names)
 
     def _rows(self, plan, frame, table, contribs, trigger_bit, owned, id_col) -> pd.DataFrame:
         split = [self._split_col] if getattr(self, "_split_col", None) else []
@@ -183,6 +177,17 @@ def _typed(values: np.ndarray, item):
             return pd.array(ints, dtype=object)  # exact beyond 64 bits
         return pd.array(ints, dtype="Int64")
     return pd.array([np.nan if v is None else float(v) for v in values], dtype="float64")
+
+
+def query_rows(outs: list[tuple[int, pd.DataFrame]], names: list) -> pd.DataFrame:
+    """The rows of each query in query order, with a `query` column when there are
+    several queries or the one query has a name."""
+    frames = []
+    for i, rows in sorted(outs, key=lambda x: x[0]):
+        if len(names) > 1 or names[i] is not None:
+            rows.insert(0, "query", names[i] or f"q{i + 1}")
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def trigger_rows(plan, frame, table, pos, groups, values) -> pd.DataFrame:
@@ -303,13 +308,7 @@ class AggregateOperator:
             self._keep_window(batch)
         if not outs:
             return empty_rows(plan0, batch if len(batch) else None)
-        outs.sort(key=lambda x: x[0])
-        frames = []
-        for i, rows in outs:
-            if len(job.plans) > 1 or job.names[i] is not None:
-                rows.insert(0, "query", job.names[i] or f"q{i + 1}")
-            frames.append(rows)
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return query_rows(outs, job.names)
 
     def flush(self) -> pd.DataFrame:
         return empty_rows(self.job.plans[0], None)

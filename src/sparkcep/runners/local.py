@@ -65,14 +65,7 @@ def match_local(events, query: str, **options) -> pd.DataFrame:
     Rows whose time or type is missing or unreadable are left out with a warning;
     `run_local` returns them as `rejected`.
     """
-    run = run_local(events, query, **options)
-    if len(run.rejected):
-        warnings.warn(
-            f"{len(run.rejected)} of {run.events_read} rows were rejected "
-            f"(first reason: {run.rejected['reason'].iloc[0]}); run_local(...).rejected has them",
-            stacklevel=2,
-        )
-    return run.matches
+    return _warn_rejected(run_local(events, query, **options), "run_local")
 
 
 def _aggregate_plans(queries, schema, options: Options) -> tuple[list[Plan], list[str | None]]:
@@ -151,11 +144,15 @@ def aggregate_local(events, queries, **options) -> pd.DataFrame:
     0   2  x      1
     1   4  x      2
     """
-    run = run_aggregate_local(events, queries, **options)
+    return _warn_rejected(run_aggregate_local(events, queries, **options), "run_aggregate_local")
+
+
+def _warn_rejected(run: LocalRun, full: str) -> pd.DataFrame:
+    """The run's rows, with a warning when input rows were rejected."""
     if len(run.rejected):
         warnings.warn(
             f"{len(run.rejected)} of {run.events_read} rows were rejected "
-            f"(first reason: {run.rejected['reason'].iloc[0]})",
-            stacklevel=2,
+            f"(first reason: {run.rejected['reason'].iloc[0]}); {full}(...).rejected has them",
+            stacklevel=3,
         )
     return run.matches
