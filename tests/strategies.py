@@ -77,7 +77,7 @@ def queries(draw, strategy: str | None = None):
         op = draw(st.sampled_from(["<", "<=", ">", "=", "!="]))
         if not (x["kleene"] and y["kleene"]):
             conds.append(f"{x['var']}.v {op} {y['var']}.v")
-    if len(comps) >= 2 and draw(st.integers(0, 2)) == 0:
+    if draw(st.integers(0, 2)) == 0:
         conds.append("[k]")
     elif len(positives) >= 2 and draw(st.integers(0, 4)) == 0:
         conds.append(f"{positives[0]['var']}.k = {positives[-1]['var']}.k")

@@ -30,6 +30,10 @@ SCHEMA = {"ts": "int", "type": "string", "k": "int", "j": "int", "v": "float"}
         ("PATTERN SEQ(A a, !X x, C c) WHERE a.k = x.k AND x.k = c.k", ()),
         ("PATTERN SEQ(A a, B b) WHERE a.k = b.k OR a.v > 1", ()),
         ("PATTERN SEQ(A a, B b) WHERE a.k = b.j", ()),
+        # A single component is trivially in one class: [k] keys it (its Kleene elements
+        # then share k), as docs/semantics.md says.
+        ("PATTERN SEQ(A+ a[]) WHERE [k] AND prev(a.v) < a.v", ("k",)),
+        ("PATTERN A a WHERE [k]", ("k",)),
     ],
 )
 def test_partition_key(query, key):
@@ -75,3 +79,20 @@ def test_options_are_checked_against_the_schema():
 
     with pytest.raises(QueryError, match="time column 'when'"):
         analyze("PATTERN SEQ(A a)", SCHEMA, Options(time_col="when"))
+
+
+def test_kleene_elements_share_the_equivalence_attribute():
+    """docs/language.md's "rising" query: [symbol] on a single Kleene component keeps each
+    run within one stock (it mixed stocks: t = [0, 1] over an AAA then a BBB trade)."""
+    from sparkcep import match_local
+
+    trades = [
+        {"type": "Trade", "ts": 1, "symbol": "AAA", "price": 10.0},
+        {"type": "Trade", "ts": 2, "symbol": "BBB", "price": 11.0},
+        {"type": "Trade", "ts": 3, "symbol": "AAA", "price": 12.0},
+    ]
+    query = "PATTERN SEQ(Trade+ t[]) WHERE [symbol] AND prev(t.price) < t.price WITHIN 1 min"
+    got = match_local(trades, query, time_unit="s")
+    pairs = sorted(map(tuple, got["t"]))
+    assert pairs == [(0,), (0, 2), (1,), (2,)]
+    assert got["symbol"].tolist() == ["AAA", "AAA", "AAA", "BBB"]

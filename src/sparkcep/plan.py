@@ -244,6 +244,7 @@ class _Analyzer:
         self.schema = dict(schema) if schema is not None else None
         self.options = options
         self.warnings: list[str] = []
+        self.equivalences: list[str] = []  # attributes of [attr] conjuncts, as written
 
     def error(self, message: str, span: ast.Span | None = None) -> QueryError:
         return QueryError(message, self.text, self._relative(span))
@@ -496,6 +497,9 @@ class _Analyzer:
         out: list[ast.Expr] = []
         for expr in ast.conjuncts(where):
             if isinstance(expr, ast.Equivalence):
+                # Every component shares attr, which also makes it a key attribute (even for
+                # a single component, whose Kleene elements must then share it too).
+                self.equivalences.append(expr.attr)
                 first = self.comps[self.positive_vars[0]]
                 for other in self.comps.values():
                     if other is first:
@@ -780,7 +784,11 @@ class _Analyzer:
         positives = [c.var for c in comps if not c.negated]
         negated = [c.var for c in comps if c.negated]
         key: list[str] = []
-        for attr in dict.fromkeys(a for a, _, _ in equalities):
+        written = [a for a, _, _ in equalities] + self.equivalences
+        for attr in dict.fromkeys(written):
+            if attr in self.equivalences:
+                key.append(attr)
+                continue
             edges = [(x, y) for a, x, y in equalities if a == attr]
             positive_edges = [(x, y) for x, y in edges if x in positives and y in positives]
             classes = _classes(positives, positive_edges)
