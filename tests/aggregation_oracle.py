@@ -10,12 +10,21 @@ uses the engines.
 
 from __future__ import annotations
 
+import math
+
 from oracle import oracle_matches
 
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 
 INF = float("inf")
+
+
+def _sum(values):
+    """Exact for integers, correctly rounded for floats."""
+    if any(isinstance(v, float) for v in values):
+        return math.fsum(values)
+    return sum(values)
 
 
 def _pattern_text(q: ast.Query, extra_where: list[str], returns: list[str]) -> str:
@@ -114,9 +123,9 @@ def oracle_aggregate(
             if not values:
                 row[name] = None
             elif func == "sum":
-                row[name] = sum(values)
+                row[name] = _sum(values)
             elif func == "avg":
-                row[name] = sum(values) / len(values)
+                row[name] = _sum(values) / len(values)
             elif func == "min":
                 row[name] = min(values)
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import pandas as pd
 import pytest
@@ -233,3 +234,44 @@ def test_counts_beyond_64_bits_stay_exact():
     got = aggregate_local(stream, f"PATTERN SEQ({comps}) AGG COUNT, SUM(a0.v) AS s WITHIN 1000")
     assert int(got["count"].iloc[-1]) == math.comb(250, 12) > 2**63
     assert int(got["s"].iloc[-1]) == math.comb(250, 12)
+
+
+# Values of very different magnitudes: a window total taken as a difference of running
+# sums over the partition loses the small ones (1e16 + 1.0 - 1e16 = 0.0).
+MAGNITUDES = [1e16, 3.0e12, 7.69, 1.0, 0.1, 2.5e-7, 123456.789]
+
+
+@pytest.mark.parametrize("algorithm", ["aseq", "twostep"])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_float_sums_are_correctly_rounded_whatever_came_before(algorithm, data):
+    events = data.draw(streams(max_events=14))
+    events.sort(key=lambda e: e["ts"])  # ids in time order: a big value, then small ones
+    for i, e in enumerate(events):
+        e["v"] = 1e16 if i == 0 else data.draw(st.sampled_from(MAGNITUDES))
+    var = data.draw(st.sampled_from("ab"))
+    group = data.draw(st.sampled_from(["", " WHERE [k] GROUP BY k"]))
+    w = data.draw(st.integers(1, 6))
+    query = f"PATTERN SEQ(A a, B b){group} AGG SUM({var}.v) AS s, AVG({var}.v) AS av WITHIN {w}"
+    expected = oracle_aggregate(query, events)
+    got = run_aggregate_local(frame(events), query, id_col="id", algorithm=algorithm).matches
+    assert len(got) == len(expected)
+    for (_, row), exp in zip(got.iterrows(), expected):
+        for col in ("s", "av"):
+            if exp[col] is None:
+                assert pd.isna(row[col])
+            else:
+                assert math.isclose(row[col], exp[col], rel_tol=1e-12, abs_tol=0), (query, col)
+
+
+def test_a_float_sum_forgets_the_values_before_its_window():
+    events = pd.DataFrame(
+        {"type": list("ABAB"), "ts": [0, 1, 10, 11], "v": [1e16, None, 1.0, None]}
+    )
+    query = "PATTERN SEQ(A a, B b) AGG COUNT AS n, SUM(a.v) AS s, AVG(a.v) AS av WITHIN 5"
+    for algorithm in ("aseq", "twostep"):
+        got = aggregate_local(events, query, algorithm=algorithm)
+        assert got[["ts", "n", "s", "av"]].values.tolist() == [
+            [1, 1, 1e16, 1e16],
+            [11, 1, 1.0, 1.0],
+        ]

@@ -20,6 +20,7 @@ for sums; minimum and maximum sweep the contributions alive at t.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -149,6 +150,8 @@ def combine(
         """Σ values over contributions of the trigger's group alive at its time."""
         if not len(values):
             return np.zeros(n, dtype=values.dtype if values.dtype != object else object)
+        if values.dtype.kind == "f":
+            return _exact_float_total(values, window_total)
         ce = _cumsum0(values[by_end])
         cs = _cumsum0(values[by_start])
         return (ce[upto_end] - ce[group_lo_end]) - (cs[upto_start] - cs[group_lo_start])
@@ -191,6 +194,40 @@ def _cumsum0(values: np.ndarray) -> np.ndarray:
         out[1:] = np.cumsum(values)
         return out
     return np.concatenate(([0], np.cumsum(values)))
+
+
+def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
+    """`window_total` of floats, correctly rounded: a window total is a difference of
+    running sums over the whole partition, and in floating point the values before the
+    window would leak into it (1e16 + 1.0 - 1e16 = 0.0). Every finite float is an
+    integer times a power of two, so the running sums are taken over exact integers and
+    each total is rounded once. Infinities are counted apart (inf - inf is nan)."""
+    finite = np.isfinite(values)
+    mantissa, exponent = np.frexp(np.where(finite, values, 0.0))
+    ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
+    exps = exponent.astype(np.int64) - 53
+    nonzero = ints != 0
+    low = int(exps[nonzero].min()) if nonzero.any() else 0
+    exps = np.where(nonzero, exps, low)
+    scaled = np.empty(len(values), dtype=object)
+    scaled[:] = [int(m) << int(e - low) for m, e in zip(ints.tolist(), exps.tolist())]
+    totals = window_total(scaled)
+    out = np.array([_to_float(t, low) for t in totals.tolist()], dtype=np.float64)
+    if not finite.all():
+        pos = window_total((values == np.inf).astype(np.int64)) > 0
+        neg = window_total((values == -np.inf).astype(np.int64)) > 0
+        out = np.where(pos, np.inf, out)
+        out = np.where(neg, -np.inf, out)
+        out = np.where(pos & neg, np.nan, out)
+    return out
+
+
+def _to_float(total: int, low: int) -> float:
+    """total × 2**low, correctly rounded (Python's int / int is)."""
+    try:
+        return total / (1 << -low) if low < 0 else float(total << low)
+    except OverflowError:
+        return math.copysign(math.inf, total)
 
 
 def _with_nulls(values: np.ndarray, null: np.ndarray) -> np.ndarray:
