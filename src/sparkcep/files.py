@@ -4,6 +4,7 @@ not, one file or a folder of them (read in name order)."""
 from __future__ import annotations
 
 import glob
+import gzip
 import os
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from sparkcep.errors import DataError
+from sparkcep.jsonlines import json_lines
 
 FORMATS = {
     ".csv": "csv",
@@ -23,6 +25,8 @@ FORMATS = {
 }
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 CORRUPT = "__corrupt_record"
+# Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
+SPARK_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
 
 
 def file_format(path: str) -> str | None:
@@ -84,7 +88,7 @@ def read_pandas(path: str, *, sep: str = ",") -> pd.DataFrame:
         if fmt == "csv":
             frames.append(pd.read_csv(f, sep=sep))
         elif fmt == "json":
-            frames.append(pd.read_json(f, lines=True))
+            frames.append(pd.read_json(f, lines=True, precise_float=True))
         else:
             frames.append(pd.read_parquet(f))
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -98,13 +102,12 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     compression = "gzip" if path.endswith(".gz") else None
     if fmt == "json":
-        frame = frame.copy()
-        for col in frame.columns:  # times are UTC; say so, as Spark does
-            if pd.api.types.is_datetime64_any_dtype(frame[col].dtype) and frame[col].dt.tz is None:
-                frame[col] = frame[col].dt.tz_localize("UTC")
-        frame.to_json(
-            path, orient="records", lines=True, date_format="iso", compression=compression
-        )
+        text = "".join(line + "\n" for line in json_lines(frame))
+        if compression:
+            with gzip.open(path, "wt", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            Path(path).write_text(text, encoding="utf-8")
     elif fmt == "csv":
         out = frame.copy()
         for col in out.columns:
@@ -204,7 +207,9 @@ def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | N
         if path.endswith(".gz"):
             writer = writer.option("compression", "gzip")
         if fmt == "json":
-            writer.option("ignoreNullFields", False).json(tmp + "/out")
+            writer.option("ignoreNullFields", False).option(
+                "timestampFormat", SPARK_TIME_FORMAT
+            ).json(tmp + "/out")
         elif fmt == "csv":
             writer.option("header", True).csv(tmp + "/out")
         else:

@@ -66,6 +66,8 @@ def _typed(values: list, kind: Kind, is_list: bool):
         return pd.array([np.nan if v is None else v for v in values], dtype="float64")
     if kind == "bool":
         return pd.array(values, dtype="boolean")
+    if kind == "timestamp":  # engines compute on microseconds since the epoch
+        return pd.to_datetime(pd.array(values, dtype="Int64"), unit="us")
     return values
 
 
@@ -82,7 +84,7 @@ def empty_output(plan: Plan, frame: pd.DataFrame | None, id_col: str) -> pd.Data
         cols[k] = pd.Series([], dtype=dtype(k))
     for comp in plan.positives:
         cols[comp.var] = pd.Series([], dtype=object if comp.kleene else dtype(id_col))
-    dtypes = {"int": "Int64", "float": "float64", "bool": "boolean"}
+    dtypes = {"int": "Int64", "float": "float64", "bool": "boolean", "timestamp": "datetime64[ns]"}
     for col in plan.returns:
         dtype = object if col.is_list else dtypes.get(col.kind, object)
         cols[col.name] = pd.Series([], dtype=dtype)

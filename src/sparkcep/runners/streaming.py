@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.events import MASK, TICKS
 from sparkcep.inputs import REASON
+from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.spark import kind_of_spark, schema_of
 from sparkcep.runners.spark_expr import filter_column, mask_column
@@ -283,12 +284,7 @@ class StreamStep:
 def _payload(kind: str, frame: pd.DataFrame, info: StreamPlan) -> pd.DataFrame:
     if frame is None or not len(frame):
         return pd.DataFrame({"kind": [], "payload": []})
-    frame = frame.copy()
-    for col in frame.columns:
-        if pd.api.types.is_datetime64_any_dtype(frame[col].dtype) and frame[col].dt.tz is None:
-            frame[col] = frame[col].dt.tz_localize("UTC")
-    lines = frame.to_json(orient="records", lines=True, date_format="iso").splitlines()
-    return pd.DataFrame({"kind": kind, "payload": lines})
+    return pd.DataFrame({"kind": kind, "payload": json_lines(frame)})
 
 
 # ---- exactly-once file output ------------------------------------------------------------
@@ -332,7 +328,9 @@ class BatchWriter:
             if self.format == "jsonl":
                 tmp.write_text("\n".join(lines) + "\n")
             else:
-                pd.read_json(io.StringIO("\n".join(lines)), lines=True).to_parquet(tmp)
+                pd.read_json(
+                    io.StringIO("\n".join(lines)), lines=True, precise_float=True
+                ).to_parquet(tmp)
             os.replace(tmp, path)
         self.totals["batches"] += 1
 

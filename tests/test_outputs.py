@@ -1,0 +1,74 @@
+"""Output files keep every value exactly: floats round-trip, times keep microseconds."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from sparkcep import run_local
+from sparkcep.files import write_pandas, write_spark
+
+FLOATS = [1e-11, 0.1 + 0.2, 7.690000000409782, 1e16 + 2, -2.5e-300, 123456.789]
+QUERY = "PATTERN SEQ(A a, B b) WITHIN 10 RETURN a.v AS x, b.t AS when"
+
+
+def events() -> pd.DataFrame:
+    n = len(FLOATS)
+    return pd.DataFrame(
+        {
+            "type": ["A", "B"] * n,
+            "ts": [10 * i + j for i in range(n) for j in (0, 1)],
+            "v": [v for v in FLOATS for _ in (0, 1)],
+            "t": pd.to_datetime(["2026-01-02 03:04:05.123456"] * (2 * n)),
+        }
+    )
+
+
+def read_back(path: str, fmt: str) -> list[float]:
+    if fmt == "parquet":
+        return pd.read_parquet(path)["x"].tolist()
+    if fmt == "csv":
+        return [float(x) for x in pd.read_csv(path, dtype={"x": str})["x"]]
+    with open(path) as f:
+        return [json.loads(line)["x"] for line in f]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_local_outputs_round_trip_floats(tmp_path, fmt):
+    matches = run_local(events(), QUERY).matches
+    path = str(tmp_path / f"m.{fmt}")
+    write_pandas(matches, path)
+    assert read_back(path, fmt) == FLOATS
+
+
+def test_json_lines_keep_microseconds(tmp_path):
+    matches = run_local(events(), QUERY).matches
+    path = tmp_path / "m.jsonl"
+    write_pandas(matches, str(path))
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["when"] == "2026-01-02T03:04:05.123456Z"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_spark_outputs_round_trip_floats(spark, tmp_path, fmt):
+    from sparkcep.runners.spark import run
+
+    result = run(spark.createDataFrame(events()), QUERY)
+    path = str(tmp_path / f"m.{fmt}")
+    write_spark(result.unordered, path, order=result.order)
+    assert read_back(path, fmt) == FLOATS
+    if fmt == "jsonl":
+        with open(path) as f:
+            first = json.loads(f.readline())
+        assert first["when"] == "2026-01-02T03:04:05.123456Z"
+
+
+def test_stream_payloads_round_trip_floats():
+    from sparkcep.runners.streaming import _payload
+
+    matches = run_local(events(), QUERY).matches
+    payload = _payload("match", matches, None)
+    assert [json.loads(p)["x"] for p in payload["payload"]] == FLOATS
