@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcep import QueryError, analyze, parse
+from sparkcep import QueryError, analyze, match_local, parse
 from sparkcep.language import ast
 from sparkcep.language.parser import parse_file
 
@@ -57,6 +57,14 @@ def test_expressions():
     text = ast.to_text(q.where)
     for piece in ("NOT IN (1, 2)", "[k]", "a.`odd name` != -1.5", "(a.v >= 1)", "TRUE"):
         assert piece in text
+
+
+def test_in_lists_take_signed_numbers():
+    q = parse("PATTERN SEQ(A a) WHERE a.v IN (-1, +2, -0.5, 3) AND a.w NOT IN (-7)")
+    lists = [n for n in ast.walk(q.where) if isinstance(n, ast.InList)]
+    assert [[v.value for v in n.values] for n in lists] == [[-1, 2, -0.5, 3], [-7]]
+    events = [{"type": "A", "ts": t, "v": v, "w": 0} for t, v in enumerate([-1, 1, -0.5, 2])]
+    assert match_local(events, q.text)["a"].tolist() == [0, 2, 3]
 
 
 def test_chained_equality_is_a_conjunction():

@@ -299,6 +299,9 @@ class _ToAst(Transformer):
     def number(self, meta, children):
         return ast.Literal(_number(str(children[0])), span=_span(meta))
 
+    def negative_number(self, meta, children):
+        return ast.Literal(-_number(str(children[0])), span=_span(meta))
+
     def string(self, meta, children):
         return ast.Literal(_unescape(str(children[0])), span=_span(meta))
 
