@@ -180,3 +180,47 @@ def test_spark_aggregates_equal_local(stream, queries):
     result = run_aggregate(sdf, queries, id_col="id")
     if not result.plans[0].group_by:
         assert "time ranges" in result.layout
+
+
+TIMES_CSV = (
+    "type,ts\n"
+    "A,1\n"
+    "B,99999999999999999999\n"  # beyond int64: wrapped to -2^63 and matched, once
+    "B,4611686018427387904\n"  # 2^62: out of range
+    "B,-4611686018427387904\n"
+    "A,1700000000000000123\n"  # nanoseconds since 1970: 19 digits, in range
+    "B,1700000000000000124\n"
+    "B,2\n"
+)
+OUT_OF_RANGE = "ts is out of range (integer times lie within ±2^62)"
+
+
+def check_times(matches, rejected):
+    # the window spans every valid time: each A matches each later B
+    assert rows_of(matches, ["start", "end"]) == [
+        (1, 2),
+        (1, 1700000000000000124),
+        (1700000000000000123, 1700000000000000124),
+    ]
+    assert list(rejected["reason"]) == [OUT_OF_RANGE] * 3
+
+
+def test_out_of_range_times_are_rejected_locally(tmp_path):
+    from sparkcep.files import read_pandas
+
+    path = tmp_path / "events.csv"
+    path.write_text(TIMES_CSV)
+    # A window beyond what int64 ticks hold is as long as any span of valid times.
+    result = run_local(read_pandas(str(path)), "PATTERN SEQ(A a, B b) WITHIN 1e400")
+    check_times(result.matches, result.rejected)
+
+
+@pytest.mark.spark
+def test_out_of_range_times_are_rejected_by_spark(spark, tmp_path):
+    path = tmp_path / "events.csv"
+    path.write_text(TIMES_CSV)
+    source = read_spark(spark, str(path))
+    query = "PATTERN SEQ(A a, B b) WITHIN 100000000000000000000"
+    result = run(source.df, query, **source.options())
+    rejected = result.rejected.toPandas().sort_values("__row")
+    check_times(result.matches.toPandas(), rejected)

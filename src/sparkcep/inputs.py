@@ -7,9 +7,11 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.schema import Kind, kind_of_pandas
+from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
 
 
 def split_valid(
@@ -29,10 +31,11 @@ def split_valid(
     frame = frame.copy()
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
     reason = pd.Series(None, index=frame.index, dtype=object)
-    time, bad_time = _parse_time(frame[time_col])
+    time, bad_time, out_of_range = _parse_time(frame[time_col])
     missing_time = frame[time_col].isna().to_numpy()
     reason[missing_time] = f"{time_col} is missing"
     reason[bad_time & ~missing_time] = f"{time_col} is not an integer or a timestamp"
+    reason[out_of_range & ~missing_time] = OUT_OF_RANGE.format(time_col=time_col)
     types = frame[type_col]
     missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
     reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
@@ -46,31 +49,56 @@ def split_valid(
     return valid, rejected
 
 
-def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray]:
-    """The time column as int64 or datetime64 (UTC, naive), and where it failed."""
+def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:
+    """The time column as int64 or datetime64 (UTC, naive), where it is not a time, and
+    where it is an integer beyond ±TIME_LIMIT (kept out: window arithmetic would wrap)."""
+    none = np.zeros(len(col), bool)
     if pd.api.types.is_datetime64_any_dtype(col.dtype):
         if getattr(col.dtype, "tz", None) is not None:
             col = col.dt.tz_convert("UTC").dt.tz_localize(None)
-        return col, col.isna().to_numpy()
+        return col, col.isna().to_numpy(), none
     if pd.api.types.is_integer_dtype(col.dtype):
-        if col.isna().any():  # nullable Int64
-            return col.fillna(0).astype(np.int64), col.isna().to_numpy()
-        return col.astype(np.int64), np.zeros(len(col), bool)
+        null = col.isna().to_numpy()
+        ints, far = _in_range(col.where(~col.isna(), 0))
+        return pd.Series(ints, index=col.index), null, far & ~null
     if pd.api.types.is_float_dtype(col.dtype):
-        values = col.to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values) | (np.floor(values) != values)
-        return pd.Series(np.where(bad, 0, values).astype(np.int64), index=col.index), bad
-    text = col.astype("string")
-    numbers = pd.to_numeric(text, errors="coerce")
+        return _integral(col.to_numpy(dtype=np.float64), col.index)
+    text = col.astype("string").str.strip()
+    integer = text.str.fullmatch(r"[+-]?[0-9]+").fillna(False).to_numpy(dtype=bool)
+    numbers = pd.to_numeric(text.where(~integer), errors="coerce").astype(np.float64)
     integral = numbers.notna() & (numbers == numbers.round())
-    n_numbers = int(integral.sum())
+    n_numbers = int(integral.sum()) + int(integer.sum())
     stamps = pd.to_datetime(text, errors="coerce", utc=True, format="mixed")
     n_stamps = int(stamps.notna().sum())
     if n_numbers >= n_stamps:
-        bad = ~integral.to_numpy()
-        return numbers.where(integral, 0).astype(np.int64), bad
+        out, bad, far = _integral(numbers.to_numpy(dtype=np.float64, na_value=np.nan), col.index)
+        if integer.any():  # exactly, not through floats (ns times have 19 digits)
+            exact, exact_far = _in_range(pd.Series([int(v) for v in text[integer]]))
+            out[integer] = exact
+            bad[integer] = False
+            far[integer] = exact_far
+        return out, bad, far
     stamps = stamps.dt.tz_localize(None)
-    return stamps, stamps.isna().to_numpy()
+    return stamps, stamps.isna().to_numpy(), none
+
+
+def _in_range(ints: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integers (any width) -> (int64 values, 0 where out of range; out of range)."""
+    if ints.dtype == object or ints.dtype.kind == "u" or str(ints.dtype) == "UInt64":
+        values = ints.astype(object).to_numpy()
+        far = np.array([not -TIME_LIMIT < int(v) < TIME_LIMIT for v in values], dtype=bool)
+        return np.where(far, 0, values).astype(np.int64), far
+    values = ints.to_numpy(dtype=np.int64)
+    far = (values >= TIME_LIMIT) | (values <= -TIME_LIMIT)
+    return np.where(far, 0, values), far
+
+
+def _integral(values: np.ndarray, index) -> tuple[pd.Series, np.ndarray, np.ndarray]:
+    """Floats that should be integer times: (int64 times, not integral, out of range)."""
+    bad = ~np.isfinite(values) | (np.floor(values) != values)
+    far = ~bad & ~(np.abs(values) < TIME_LIMIT)
+    ints = np.where(bad | far, 0, values).astype(np.int64)
+    return pd.Series(ints, index=index), bad, far
 
 
 def schema_of(frame: pd.DataFrame) -> dict[str, Kind]:

@@ -449,7 +449,7 @@ class _Analyzer:
             if within.unit is None:
                 raise self.error(
                     f"the time column '{self.options.time_col}' holds timestamps: give the "
-                    f"window a unit, e.g. WITHIN {within.amount:g} s",
+                    f"window a unit, e.g. WITHIN {_number_text(within.amount)} s",
                     within.span,
                 )
             return window_ticks(within.amount, within.unit, "us")
@@ -978,3 +978,10 @@ def _key_equality(expr: ast.Expr, key: tuple[str, ...]) -> bool:
 def _column_name(text: str) -> str:
     """`count(b)` -> `count_b`: runs of non-word characters become one `_`, none at the ends."""
     return "_".join(part for part in re.split(r"\W+", text) if part) or "value"
+
+
+def _number_text(amount: float) -> str:
+    """A window's amount as written (1, 2.5), without float overflow for huge integers."""
+    if isinstance(amount, int) or float(amount).is_integer():
+        return str(int(amount))
+    return f"{amount:g}"

@@ -17,6 +17,12 @@ NANOS = {
 
 TIME_UNITS = ("ns", "us", "ms", "s")  # units an integer time column may be declared in
 
+# Engines compute on int64 ticks. Times must lie strictly within ±TIME_LIMIT (±4.6e18:
+# nanoseconds since 1970 until the year 2116) and a window is at most WINDOW_LIMIT, so
+# that a time plus or minus a window never overflows. Other times are rejected rows.
+TIME_LIMIT = 2**62
+WINDOW_LIMIT = 2**62
+
 
 def convert(amount: float, unit: str, target: str) -> float:
     """Express `amount` of `unit` in `target` units.
@@ -38,6 +44,13 @@ def window_ticks(amount: float, unit: str | None, target: str | None) -> int:
     2
     >>> window_ticks(11, None, None)
     11
+
+    Windows longer than WINDOW_LIMIT ticks (146 years in nanoseconds) are WINDOW_LIMIT.
     """
-    value = float(amount) if unit is None or target is None else convert(amount, unit, target)
+    try:
+        value = float(amount) if unit is None or target is None else convert(amount, unit, target)
+    except OverflowError:  # WITHIN 1 followed by 400 zeros
+        return WINDOW_LIMIT
+    if not value < WINDOW_LIMIT:  # also inf, from WITHIN 1e400
+        return WINDOW_LIMIT
     return math.ceil(value - 1e-9)

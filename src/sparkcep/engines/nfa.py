@@ -141,6 +141,36 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, starts + np.arange(total)
 
 
+def _window_bounds(ts, seg_starts, seg_ends, w) -> tuple[np.ndarray, np.ndarray]:
+    """Per event, the first position at or after ts + w and the first after ts - w, in
+    its segment (or beyond it: callers clip).
+
+    Times are made increasing across segments (each shifted after the previous one), so
+    one searchsorted serves every segment. When the shifted times could overflow int64
+    (times near ±2^62), they are replaced by their ranks among every time and bound,
+    which order the same way.
+    """
+    lengths = seg_ends - seg_starts
+    seg_min = ts[seg_starts]
+    spans = (ts[seg_ends - 1] - seg_min).astype(np.float64) + 1
+    if spans.sum() + w < 2.0**62:
+        widths = ts[seg_ends - 1] - seg_min + 1
+        base = np.concatenate(([0], np.cumsum(widths)[:-1]))
+        adj = ts - np.repeat(seg_min - base, lengths)
+        return (
+            np.searchsorted(adj, adj + w, side="left"),
+            np.searchsorted(adj, adj - w, side="right"),
+        )
+    seg = np.repeat(np.arange(len(seg_starts)), lengths)
+    values = np.unique(np.concatenate([ts, ts + w, ts - w]))  # |ts| < 2^62, w <= 2^62
+    span = len(values) + 1
+    key = seg * span + np.searchsorted(values, ts)
+    return (
+        np.searchsorted(key, seg * span + np.searchsorted(values, ts + w), side="left"),
+        np.searchsorted(key, seg * span + np.searchsorted(values, ts - w), side="right"),
+    )
+
+
 class PatternMatcher:
     """Finds the matches of one plan in one EventTable (all its partitions at once)."""
 
@@ -197,15 +227,9 @@ class PatternMatcher:
             self.win_end = self.seg_end
             self.win_start = seg_start
             return
-        # Times made increasing across segments, so one searchsorted finds every event's
-        # window; clipping to the segment keeps it inside its partition.
-        ts = t.ts
-        seg_min = ts[seg_starts]
-        widths = ts[seg_ends - 1] - seg_min + 1
-        base = np.concatenate(([0], np.cumsum(widths)[:-1]))
-        adj = ts - np.repeat(seg_min - base, lengths)
-        self.win_end = np.minimum(np.searchsorted(adj, adj + w, side="left"), self.seg_end)
-        self.win_start = np.maximum(np.searchsorted(adj, adj - w, side="right"), seg_start)
+        self.win_end, self.win_start = _window_bounds(t.ts, seg_starts, seg_ends, w)
+        self.win_end = np.minimum(self.win_end, self.seg_end)
+        self.win_start = np.maximum(self.win_start, seg_start)
 
     # ---- Kleene element nodes ----------------------------------------------------------
     def _new_nodes(self, pos: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -30,11 +30,12 @@ from pyspark.sql import types as T
 from sparkcep.errors import DataError
 from sparkcep.events import MASK, TICKS
 from sparkcep.files import CORRUPT
-from sparkcep.inputs import REASON, ROW
+from sparkcep.inputs import OUT_OF_RANGE, REASON, ROW
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.spark_expr import filter_column, mask_column
 from sparkcep.runners.warmup import archive_options
 from sparkcep.schema import Kind
+from sparkcep.timeunits import TIME_LIMIT
 
 RANGE = "__range"
 MID = "__mid"
@@ -155,10 +156,13 @@ def check_rows(
     )
     corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in columns else F.lit(False)
 
+    far = _beyond_time_limit(df, time_col)
+
     def reason_for(parsed: Column) -> Column:
         return (
             F.when(corrupt, F.lit("malformed row"))
             .when(raw.isNull(), F.lit(f"{time_col} is missing"))
+            .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
             .when(parsed.isNull(), F.lit(f"{time_col} is not an integer or a timestamp"))
             .when(type_missing, F.lit(f"{type_col} is missing"))
         )
@@ -248,26 +252,61 @@ def _time_candidates(df: DataFrame, time_col: str) -> dict[str, Column]:
     time_type = df.schema[time_col].dataType
     if isinstance(time_type, T.TimestampType | T.TimestampNTZType | T.DateType):
         return {"timestamp": raw.cast("timestamp")}
+    limit = F.lit(TIME_LIMIT)
     if isinstance(time_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
-        return {"int": raw.cast("long")}
+        return {"int": F.when((raw < limit) & (raw > -limit), raw.cast("long"))}
     if isinstance(time_type, T.FloatType | T.DoubleType | T.DecimalType):
-        return {"int": F.when(raw == F.floor(raw), raw.cast("long"))}
+        whole = (raw == F.floor(raw)) & (F.abs(raw) < limit)
+        return {"int": F.when(whole, raw.cast("long"))}
     return {"int": _text_to_long(raw), "timestamp": F.expr(f"try_cast(`{time_col}` AS TIMESTAMP)")}
 
 
-INTEGER_TEXT = r"^\s*[+-]?[0-9]{1,18}\s*$"
+INTEGER_DIGITS = r"^\s*[+-]?([0-9]+)\s*$"
+LIMIT_DIGITS = str(TIME_LIMIT)  # 19 digits: same-length digit strings compare as numbers
+
+
+def _text_digits(col: Column) -> tuple[Column, Column]:
+    """(the digits of an integer text, '' otherwise; whether it lies within ±TIME_LIMIT)."""
+    digits = F.regexp_extract(col, INTEGER_DIGITS, 1)
+    n = F.length(digits)
+    in_range = (n >= 1) & (
+        (n < len(LIMIT_DIGITS)) | ((n == len(LIMIT_DIGITS)) & (digits < F.lit(LIMIT_DIGITS)))
+    )
+    return digits, in_range
 
 
 def _text_to_long(col: Column) -> Column:
     # Guarded: a failing try_cast to BIGINT costs an exception per row (10x slower).
-    return F.when(col.rlike(INTEGER_TEXT), F.trim(col).cast("long"))
+    _, in_range = _text_digits(col)
+    return F.when(in_range, F.trim(col).cast("long"))
+
+
+def _text_to_any_long(col: Column) -> Column:
+    """Integer text as a long, over the whole range of longs (ids, not times)."""
+    digits = F.regexp_extract(col, INTEGER_DIGITS, 1)
+    n = F.length(digits)
+    return F.when((n >= 1) & (n <= 18), F.trim(col).cast("long")).when(
+        n == 19, F.trim(col).try_cast("long")
+    )
+
+
+def _beyond_time_limit(df: DataFrame, time_col: str) -> Column:
+    """True where the time is an integer beyond ±TIME_LIMIT (a rejected row's reason)."""
+    raw = F.col(f"`{time_col}`")
+    time_type = df.schema[time_col].dataType
+    if isinstance(time_type, T.NumericType):
+        return F.coalesce(F.abs(raw.cast("double")) >= F.lit(float(TIME_LIMIT)), F.lit(False))
+    if isinstance(time_type, T.StringType):
+        digits, in_range = _text_digits(raw)
+        return F.coalesce((F.length(digits) > 0) & ~in_range, F.lit(False))
+    return F.lit(False)
 
 
 def _casts(name: str) -> dict[str, Column]:
     col = f"`{name}`"
     return {
         "any": F.col(col),
-        "long": _text_to_long(F.col(col)),
+        "long": _text_to_any_long(F.col(col)),
         "double": F.expr(f"try_cast({col} AS DOUBLE)"),
         "boolean": F.when(F.lower(F.col(col)).isin("true", "false"), F.lower(F.col(col)) == "true"),
         "timestamp": F.expr(f"try_cast({col} AS TIMESTAMP)"),
@@ -414,8 +453,10 @@ def _layout(
         events = events.repartition(partitions, *[F.col(f"`{k}`") for k in partition_cols])
         text = f"partitioned by {', '.join(partition_cols)} into {partitions} Spark partitions"
         return Layout(events, segment_cols, False, t0, 0, text, partitions)
-    if window is not None and checked.min_tick is not None:
-        span = checked.max_tick - checked.min_tick + 1
+    span = None if checked.min_tick is None else checked.max_tick - checked.min_tick + 1
+    if window is not None and span is not None and window < span and span + 2 * window < 2**62:
+        # (Ranges help only when the window is shorter than the input's time span, and
+        # their bounds, t0 + range x length ± window, must stay within int64.)
         valid_events = checked.events_read - checked.rejected_count
         n_ranges = max(partitions, math.ceil(valid_events / EVENTS_PER_RANGE))
         range_len = max(window, math.ceil(span / n_ranges))
@@ -424,13 +465,15 @@ def _layout(
         events = events.repartition(min(partitions, n_ranges), F.col(RANGE))
         text = f"no key: {n_ranges} time ranges of {range_len} ticks, overlapping by the window ({window})"
         return Layout(events, [RANGE, *segment_cols], True, t0, range_len, text, n_ranges)
-    warnings.warn(
-        "the query has neither a key nor a window: all events are matched in one partition",
-        stacklevel=3,
-    )
-    return Layout(
-        events.repartition(1), segment_cols, False, t0, 0, "no key and no window: one partition", 1
-    )
+    if window is None:
+        warnings.warn(
+            "the query has neither a key nor a window: all events are matched in one partition",
+            stacklevel=3,
+        )
+        text = "no key and no window: one partition"
+    else:
+        text = "no key, and the window spans the input's time: one partition"
+    return Layout(events.repartition(1), segment_cols, False, t0, 0, text, 1)
 
 
 def _explode_ranges(

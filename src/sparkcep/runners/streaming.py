@@ -39,12 +39,12 @@ from pyspark.sql import types as T
 
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.events import MASK, TICKS
-from sparkcep.inputs import REASON
+from sparkcep.inputs import OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.spark import kind_of_spark, schema_of
 from sparkcep.runners.spark_expr import filter_column, mask_column
-from sparkcep.timeunits import NANOS
+from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
 KEY = "__key"
@@ -172,8 +172,14 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
     type_missing = F.col(f"`{type_col}`").isNull() | (
         F.trim(F.col(f"`{type_col}`").cast("string")) == ""
     )
-    reason = F.when(raw.isNull(), F.lit(f"{time_col} is missing or not a time")).when(
-        type_missing, F.lit(f"{type_col} is missing")
+    far = F.lit(False)
+    if time_kind == "int":  # the watermark needs the time in microseconds too
+        limit = float(TIME_LIMIT // max(1, nanos // 1000))
+        far = F.coalesce(F.abs(raw.cast("double")) >= F.lit(limit), F.lit(False))
+    reason = (
+        F.when(raw.isNull(), F.lit(f"{time_col} is missing or not a time"))
+        .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
+        .when(type_missing, F.lit(f"{type_col} is missing"))
     )
     sdf = sdf.withColumn(REASON, reason).withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
