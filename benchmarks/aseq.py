@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sparkcep.aggregate_job import AggregateJob
+from sparkcep.engines.base import compile_jobs
 from sparkcep.inputs import ROW, schema_of, split_valid
 from sparkcep.plan import Options, analyze
 
@@ -70,12 +70,15 @@ def prepare(frame: pd.DataFrame):
 
 
 def timed(valid, schema, queries: list[str], algorithm: str, sharing: str = "none"):
-    plans = [analyze(q, schema, Options()) for q in queries]
-    job = AggregateJob(plans, [None] * len(plans), algorithm, sharing)
+    options = Options(id_col=ROW, algorithm=algorithm, sharing=sharing)
+    plans = [analyze(q, schema, options) for q in queries]
+    (program,) = compile_jobs(plans, [None] * len(plans), options)
     start = time.perf_counter()
-    rows = job.run(valid, ROW)
+    state = program.new_state()
+    rows = program.process(state, program.in_order(valid))
     seconds = time.perf_counter() - start
-    return seconds, job.stats, rows
+    stats = {"peak_counters": 0, "partial_matches": 0, "peak_partial": 0, "matches": 0}
+    return seconds, {**stats, **state.stats}, rows
 
 
 def _child(conn, frame, queries, algorithm, sharing):

@@ -116,7 +116,7 @@ def whole_process(folder: Path, tmp: Path) -> dict:
 
 
 def main() -> None:
-    from sparkcep.runners.spark import spark_session
+    from sparkcep.runners.spark_session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="sparkcep-stream-bench-"))
     try:

@@ -15,6 +15,7 @@ from strategies import agg_queries, streams
 from strategies import events_frame as frame
 
 from sparkcep import QueryError
+from sparkcep.plan import Options
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
 
 
@@ -67,24 +68,25 @@ def test_example_8_chop_connect():
 
 
 def test_example_8_snapshots():
-    from sparkcep.aggregate_job import AggregateJob
-    from sparkcep.engines.aseq import PrefixCounters, snapshot_counts
-    from sparkcep.events import MASK, build_table, components_mask
-    from sparkcep.inputs import ROW, schema_of, split_valid
-    from sparkcep.plan import analyze
+    from sparkcep.checks import compile_one
+    from sparkcep.engines.aseq.connect import snapshot_counts
+    from sparkcep.engines.aseq.counters import PrefixCounters
+    from sparkcep.prep.table import build_table
 
-    valid, _ = split_valid(EXAMPLE_8, time_col="ts", type_col="type", id_col=None)
-    schema = schema_of(valid.drop(columns=[ROW]))
-    plans = [
-        analyze("PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9", schema),
-        analyze("PATTERN SEQ(A a, B b, C c, D d, E e) AGG COUNT WITHIN 9", schema),
-    ]
-    job = AggregateJob(plans, ["de", "abcde"], sharing="chop")
-    qp = job.forest.queries[1]
+    events = EXAMPLE_8.assign(id=range(len(EXAMPLE_8)))
+    program = compile_one(
+        "QUERY de: PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9;"
+        "QUERY abcde: PATTERN SEQ(A a, B b, C c, D d, E e) AGG COUNT WITHIN 9;",
+        events,
+        Options(sharing="chop"),
+    )
+    qp = program.forest.queries[1]
     assert len(qp.pieces) == 2  # chopped into (A, B, C) + (D, E)
-    valid[MASK] = components_mask(job.forest.signatures, "type", valid)
-    table = build_table(plans[1], valid, ROW, attributes=[])
-    counters = PrefixCounters(job.forest, table)
+    table = build_table(
+        events, mask=program.mask(events), segment_cols=[], time_col="ts", tiebreak=None,
+        attributes=[],
+    )  # fmt: skip
+    counters = PrefixCounters(program.forest, table)
     # The snapshot of (A, B, C) per A taken at each D: a1 -> 1 at d1 (6 s) and 3 at d2
     # (9 s); a2 -> 0 at d1 and 1 at d2 (Fig. 10). Here as counts of (a, B, C) matches
     # ended before each D, i.e. the head chain of the query.
@@ -113,10 +115,8 @@ def test_example_9_multi_connect_equals_unshared():
     twostep = run_aggregate_local(stream, queries, algorithm="twostep")
     assert shared.matches.equals(alone.matches)
     assert shared.matches.equals(twostep.matches)
-    from sparkcep.aggregate_job import AggregateJob
-
-    job = AggregateJob(shared.stats["plans"], ["de", "fg", "all"], sharing="chop")
-    assert len(job.forest.queries[2].pieces) == 3
+    (program,) = shared.programs
+    assert len(program.forest.queries[2].pieces) == 3
     got = shared.matches
     assert got[got["query"] == "all"]["count"].max() > 0
 
@@ -199,7 +199,7 @@ def test_shared_runs_equal_unshared(data):
 
 @contextlib.contextmanager
 def connect_chunk(rows: int):
-    from sparkcep.engines import aseq
+    from sparkcep.engines.aseq import connect as aseq
 
     saved, aseq.CONNECT_CHUNK = aseq.CONNECT_CHUNK, rows
     try:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.files import read_pandas, read_spark, write_pandas, write_spark
+from sparkcep.files import read_pandas, write_pandas
 from sparkcep.runners.local import run_local
+from sparkcep.runners.spark_files import read_spark, write_spark
 
 EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").iterdir() if p.is_dir())
 
@@ -42,11 +43,12 @@ def test_example_locally(folder, tmp_path):
 @pytest.mark.spark
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_example_through_spark(folder, tmp_path, spark):
-    from sparkcep.runners.spark import run
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark import execute
 
     query, events, options, expected = example_files(folder)
     source = read_spark(spark, events)
-    result = run(source.df, query, **source.options(), **options)
+    result = execute(source.df, query, Options(**options), **source.options())
     out = tmp_path / "matches.jsonl"
     write_spark(result.unordered, str(out), order=result.order)
     assert read_jsonl(out) == expected

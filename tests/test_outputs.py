@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from sparkcep import run_local
-from sparkcep.files import write_pandas, write_spark
+from sparkcep.files import write_pandas
+from sparkcep.runners.spark_files import write_spark
 
 FLOATS = [1e-11, 0.1 + 0.2, 7.690000000409782, 1e16 + 2, -2.5e-300, 123456.789]
 QUERY = "PATTERN SEQ(A a, B b) WITHIN 10 RETURN a.v AS x, b.t AS when"
@@ -64,11 +65,3 @@ def test_spark_outputs_round_trip_floats(spark, tmp_path, fmt):
         with open(path) as f:
             first = json.loads(f.readline())
         assert first["when"] == "2026-01-02T03:04:05.123456Z"
-
-
-def test_stream_payloads_round_trip_floats():
-    from sparkcep.runners.streaming import _payload
-
-    matches = run_local(events(), QUERY).matches
-    payload = _payload("match", matches, None)
-    assert [json.loads(p)["x"] for p in payload["payload"]] == FLOATS

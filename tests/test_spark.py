@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from helpers import rows_of
 
-from sparkcep.files import read_spark, write_spark
 from sparkcep.runners.local import run_local
 from sparkcep.runners.spark import match, run
+from sparkcep.runners.spark_files import read_spark, write_spark
 
 pytestmark = pytest.mark.spark
 
@@ -178,7 +178,7 @@ def test_spark_aggregates_equal_local(stream, queries):
     cols = list(local.columns)
     assert sorted(rows_of(got, cols), key=str) == sorted(rows_of(local, cols), key=str)
     result = run_aggregate(sdf, queries, id_col="id")
-    if not result.plans[0].group_by:
+    if not result.plans[0].aggregate.group_by:
         assert "time ranges" in result.layout
 
 

@@ -7,7 +7,7 @@
 
 `sparkcep.match(spark_df, query)` runs the same query through Spark,
 `sparkcep.aggregate(spark_df, [q1, q2])` runs AGG queries (A-Seq) and
-`sparkcep.stream(streaming_df, query, id_col=...)` runs a query on a live stream.
+`sparkcep.stream(streaming_df, query, id_col=...)` runs queries on a live stream.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan import Options, Plan, analyze
-from sparkcep.runners.local import aggregate_local, match_local, run_local
+from sparkcep.runners.local import RunResult, aggregate_local, match_local, run_local
 
 __version__ = "0.1.0"
 
@@ -24,6 +24,7 @@ __all__ = [
     "Options",
     "Plan",
     "QueryError",
+    "RunResult",
     "SparkcepError",
     "aggregate",
     "aggregate_local",
@@ -38,39 +39,125 @@ __all__ = [
 ]
 
 
-def match(df, query: str, **options):
-    """Run `query` on a Spark DataFrame; returns a Spark DataFrame of matches.
+def match(
+    df,
+    queries,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    max_matches: int | None = None,
+    algorithm: str | None = None,
+    sharing: str = "prefix",
+    partitions: int | None = None,
+):
+    """Run queries on a Spark DataFrame; returns a Spark DataFrame of their rows.
 
-    See `sparkcep.runners.spark.match` for the options.
+    Without `id_col`, ids are 0-based row numbers in the DataFrame's order; rejected
+    rows are counted in a warning (`sparkcep.runners.spark.run` returns them).
     """
     from sparkcep.runners.spark import match as spark_match
 
-    return spark_match(df, query, **options)
+    return spark_match(
+        df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
+        time_unit=time_unit, tiebreak=tiebreak, max_matches=max_matches,
+        algorithm=algorithm, sharing=sharing, partitions=partitions,
+    )  # fmt: skip
 
 
-def aggregate(df, queries, **options):
+def aggregate(
+    df,
+    queries,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    algorithm: str | None = None,
+    sharing: str = "prefix",
+    partitions: int | None = None,
+):
     """Run AGG queries (a text, a list, or a file's named queries) on a Spark DataFrame;
-    returns a Spark DataFrame with one row per trigger event (docs/aggregation.md).
-
-    See `sparkcep.runners.spark.aggregate` for the options.
-    """
+    returns a Spark DataFrame with one row per trigger event (docs/aggregation.md)."""
     from sparkcep.runners.spark import aggregate as spark_aggregate
 
-    return spark_aggregate(df, queries, **options)
+    return spark_aggregate(
+        df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
+        time_unit=time_unit, tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+        partitions=partitions,
+    )  # fmt: skip
 
 
-def stream(streaming_df, query: str, **options):
-    """Run `query` on a streaming DataFrame; returns a streaming DataFrame of
-    (kind, payload) rows (docs/streaming.md). `sparkcep.runners.streaming.start` writes
-    them to files exactly once.
-    """
+def stream(
+    streaming_df,
+    queries,
+    *,
+    id_col: str,
+    time_col: str = "ts",
+    type_col: str = "type",
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    lateness: str = "0",
+    algorithm: str | None = None,
+):
+    """Run queries on a streaming DataFrame (docs/streaming.md). Returns a `Stream`:
+    `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
+    columns and a `reason`) are typed streaming DataFrames;
+    `sparkcep.runners.streaming.start` writes all three to files, exactly once."""
     from sparkcep.runners.streaming import stream as spark_stream
 
-    return spark_stream(streaming_df, query, **options)
+    return spark_stream(
+        streaming_df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
+        time_unit=time_unit, tiebreak=tiebreak, lateness=lateness, algorithm=algorithm,
+    )  # fmt: skip
 
 
-def explain(query: str, schema=None, **options) -> str:
-    """The plan of `query` in words: engine, key, pushed-down filter, conditions."""
-    from sparkcep.explain import explain_plan
+def explain(
+    queries,
+    data=None,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    algorithm: str | None = None,
+    sharing: str = "prefix",
+) -> str:
+    """The plan of queries in words: engine, key, pushed-down filter, conditions.
 
-    return explain_plan(analyze(query, schema, Options(**options)))
+    `data` (optional) is what the query will run on — a Spark DataFrame, its schema
+    (`StructType`), a pandas DataFrame, or a dict of column kinds — so that names and
+    types are checked against its columns.
+    """
+    from sparkcep.explain import explain_queries
+
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+    )  # fmt: skip
+    return explain_queries(queries, _schema(data), options)
+
+
+def _schema(data):
+    """Column kinds of whatever describes the input."""
+    if data is None or isinstance(data, dict):
+        return data
+    import pandas as pd
+
+    if isinstance(data, pd.DataFrame):
+        from sparkcep.inputs import schema_of
+
+        return schema_of(data)
+    from sparkcep.runners.spark_rows import kind_of_spark
+
+    fields = getattr(data, "fields", None) or getattr(getattr(data, "schema", None), "fields", None)
+    if fields is None:
+        raise TypeError(
+            "explain(query, data): data is a Spark DataFrame, a StructType, a pandas "
+            "DataFrame or a dict of column kinds"
+        )
+    return {f.name: kind_of_spark(f.dataType) for f in fields}

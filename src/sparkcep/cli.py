@@ -1,10 +1,15 @@
-"""The `sparkcep` command: run a pattern query over event files, explain a query."""
+"""The `sparkcep` command: run queries over event files, explain them, stream them.
+
+Each command builds one `Options` value from its flags (docs/api.md maps each flag to its
+Python keyword) and hands it to a runner; nothing here knows which engine answers.
+"""
 
 from __future__ import annotations
 
 import os
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +19,7 @@ from rich.table import Table
 
 from sparkcep.errors import QueryError, SparkcepError
 from sparkcep.language.parser import parse_file
+from sparkcep.plan import Options
 
 app = typer.Typer(
     add_completion=False,
@@ -29,7 +35,8 @@ QueryArg = Annotated[
 TimeOpt = Annotated[str, typer.Option("--time", help="Time column (integers or timestamps).")]
 TypeOpt = Annotated[str, typer.Option("--type", help="Event type column.")]
 IdOpt = Annotated[
-    str | None, typer.Option("--id", help="Event id column (default: 0-based row number).")
+    str | None,
+    typer.Option("--id", help="Event id column (run: default the 0-based row number)."),
 ]
 UnitOpt = Annotated[
     str | None,
@@ -44,6 +51,19 @@ NameOpt = Annotated[
 SepOpt = Annotated[str, typer.Option("--sep", help="CSV field separator.")]
 MasterOpt = Annotated[
     str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
+]
+AlgorithmOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--algorithm", help="An engine by name (e.g. twostep for AGG); default: the best one."
+    ),
+]
+SharingOpt = Annotated[
+    str,
+    typer.Option(
+        "--sharing",
+        help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect) or none.",
+    ),
 ]
 
 
@@ -60,25 +80,33 @@ def _query_text(query: str) -> str:
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
 
-def _pick(text: str, name: str | None, allow_aggregates: bool = False) -> str:
-    """The query to run; a file of AGG queries runs whole when `allow_aggregates`."""
+def _pick(text: str, name: str | None) -> str:
+    """The queries to run: the whole file, or the one named query."""
     queries = parse_file(text)
     if name is None:
-        if len(queries) > 1:
-            if allow_aggregates and all(q.aggregates for q in queries):
-                return text
-            names = ", ".join(q.name for q in queries)
-            raise SparkcepError(
-                f"the file holds several queries ({names}): choose one with --query "
-                "(several AGG queries run together)"
-            )
-        return queries[0].text if queries[0].name else text
+        return queries[0].text if len(queries) == 1 and queries[0].name else text
     for q in queries:
         if q.name == name:
             return q.text
     raise SparkcepError(
         f"no query named '{name}' (the file has {', '.join(str(q.name) for q in queries)})"
     )
+
+
+@dataclass
+class Summary:
+    """What a run prints at its end."""
+
+    mode: str
+    events: int
+    rejected: int
+    partitions: str
+    rows: int
+    label: str
+    seconds: float = 0.0
+    engine_seconds: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    capped: bool = False
 
 
 @app.command()
@@ -108,95 +136,72 @@ def run(
         typer.Option("--rejected", help="Where rejected rows go (default: next to the output)."),
     ] = None,
     max_matches: Annotated[
-        int | None, typer.Option("--max-matches", help="Stop after this many matches.")
+        int | None, typer.Option("--max-matches", help="Stop after this many matches.", min=1)
     ] = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     partitions: Annotated[
-        int | None, typer.Option("--partitions", help="Spark partitions for the matching stage.")
+        int | None,
+        typer.Option("--partitions", help="Spark partitions for the matching stage.", min=1),
     ] = None,
-    algorithm: Annotated[
-        str, typer.Option("--algorithm", help="AGG queries: aseq (prefix counters) or twostep.")
-    ] = "aseq",
-    sharing: Annotated[
-        str,
-        typer.Option(
-            "--sharing",
-            help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect) or none.",
-        ),
-    ] = "prefix",
+    algorithm: AlgorithmOpt = None,
+    sharing: SharingOpt = "prefix",
 ):
-    """Run a pattern query (or AGG queries) over event files and write the results."""
+    """Run queries (patterns, AGG, or a file of named ones) over event files and write
+    the rows."""
     from sparkcep.files import default_rejected_path, output_format
 
     started = time.time()
-    text = _pick(_query_text(query), name, allow_aggregates=True)
+    text = _pick(_query_text(query), name)
     output_format(output)
     rejected_path = rejected or default_rejected_path(output)
-    options = dict(
+    options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches,
+        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
     )  # fmt: skip
-    if any(q.aggregates for q in parse_file(text)):
-        if max_matches is not None:
-            raise SparkcepError("--max-matches is for pattern queries, not AGG queries")
-        del options["max_matches"]
-        options.update(algorithm=algorithm, aggregate=True, sharing=sharing)
     with err.status("starting") as status:
         if local:
             summary = _run_local(text, input, output, rejected_path, options, sep, status)
         else:
-            summary = _run_spark(
-                text, input, output, rejected_path, options, sep, master, partitions, status
-            )
-    seconds = time.time() - started
-    summary["seconds"] = seconds
+            spark = (master, partitions)
+            summary = _run_spark(text, input, output, rejected_path, options, sep, spark, status)
+    summary.seconds = time.time() - started
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
 
 
-def _run_local(text, input, output, rejected_path, options, sep, status):
+def _run_local(text, input, output, rejected_path, options, sep, status) -> Summary:
     from sparkcep.files import read_pandas, write_pandas
-    from sparkcep.runners.local import run_local
+    from sparkcep.runners.local import execute_local
 
     status.update("reading " + input)
     frame = read_pandas(input, sep=sep)
     status.update(f"matching {len(frame):,} events")
     engine_start = time.time()
-    if options.pop("aggregate", False):
-        from sparkcep.runners.local import run_aggregate_local
-
-        result = run_aggregate_local(frame, text, **options)
-        options["max_matches"] = None
-    else:
-        result = run_local(frame, text, **options)
+    result = execute_local(frame, text, options)
     engine_seconds = time.time() - engine_start
     status.update("writing " + output)
     write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
-    return {
-        "mode": "local (pandas, no Spark)",
-        "events": result.events_read,
-        "rejected": len(result.rejected),
-        "partitions": _partitions_local(result),
-        "matches": len(result.matches),
-        "label": "rows" if "plans" in result.stats else "matches",
-        "engine seconds": engine_seconds,
-        "warnings": _warnings(result),
-        "capped": options["max_matches"] is not None
-        and len(result.matches) >= options["max_matches"],
-    }
+    keys = _keys_local(result)
+    return Summary(
+        mode="local (pandas, no Spark)",
+        events=result.events_read,
+        rejected=len(result.rejected),
+        partitions=f"{keys:,} keys" if keys else "1 (no key)",
+        rows=len(result.matches),
+        label=result.label,
+        engine_seconds=engine_seconds,
+        warnings=[w for p in result.plans for w in p.warnings],
+        capped=options.max_matches is not None and len(result.matches) >= options.max_matches,
+    )
 
 
-def _warnings(result) -> list[str]:
-    plans = getattr(result, "plans", None) or getattr(result, "stats", {}).get("plans")
-    plans = plans or [result.plan]
-    return [w for p in plans for w in p.warnings]
-
-
-def _partitions_local(result) -> int:
-    if not result.plan.key or not len(result.matches):
-        return 1
-    return int(result.matches[list(result.plan.key)].drop_duplicates().shape[0])
+def _keys_local(result) -> int:
+    """Distinct partitions of the stream among the output rows (0: no key)."""
+    key = list(result.plan.key)
+    if not key or not len(result.matches) or not set(key) <= set(result.matches.columns):
+        return 0
+    return int(result.matches[key].drop_duplicates().shape[0])
 
 
 def _write_rejected_pandas(frame, path):
@@ -208,76 +213,57 @@ def _write_rejected_pandas(frame, path):
         os.remove(path)
 
 
-def _run_spark(text, input, output, rejected_path, options, sep, master, partitions, status):
-    from sparkcep.files import read_spark, write_spark
-    from sparkcep.runners.spark import run as spark_run
-    from sparkcep.runners.spark import run_aggregate, spark_session
+def _run_spark(text, input, output, rejected_path, options, sep, spark_opts, status) -> Summary:
+    from sparkcep.runners.spark import execute, spark_session
+    from sparkcep.runners.spark_files import read_spark, write_spark
 
+    master, partitions = spark_opts
     status.update("starting Spark")
     spark = spark_session(master)
     status.update("reading " + input)
     source = read_spark(spark, input, sep=sep)
-    aggregate = options.pop("aggregate", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if aggregate:
-            result = run_aggregate(
-                source.df, text, partitions=partitions, **source.options(), **options
-            )
-            options["max_matches"] = None
-        else:
-            result = spark_run(
-                source.df, text, partitions=partitions, **source.options(), **options
-            )
+        result = execute(source.df, text, options, partitions=partitions, **source.options())
     status.update(f"matching {result.checked.events_read:,} events ({result.layout})")
-    if aggregate:
-        n_matches = write_spark(result.rows, output, order=result.order)
-    else:
-        n_matches = write_spark(
-            result.unordered, output, order=result.order, limit=result.max_matches
-        )
+    n_rows = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
     if result.checked.rejected_count:
         status.update("writing rejected rows to " + rejected_path)
         write_spark(result.rejected, rejected_path)
     elif os.path.exists(rejected_path):
         os.remove(rejected_path)
-    return {
-        "mode": f"Spark ({spark.sparkContext.master})",
-        "events": result.checked.events_read,
-        "rejected": result.checked.rejected_count,
-        "partitions": result.partitions,
-        "layout": result.layout,
-        "matches": n_matches,
-        "label": "rows" if aggregate else "matches",
-        "warnings": _warnings(result) + [str(w.message) for w in caught],
-        "capped": options["max_matches"] is not None and n_matches >= options["max_matches"],
-    }
+    return Summary(
+        mode=f"Spark ({spark.sparkContext.master})",
+        events=result.checked.events_read,
+        rejected=result.checked.rejected_count,
+        partitions=f"{result.partitions:,} Spark partitions ({result.layout})",
+        rows=n_rows,
+        label=result.label,
+        warnings=[w for p in result.plans for w in p.warnings] + [str(w.message) for w in caught],
+        capped=options.max_matches is not None and n_rows >= options.max_matches,
+    )
 
 
-def _print_summary(s, output, rejected_path, explicit_rejected):
+def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("mode", s["mode"])
-    table.add_row("events read", f"{s['events']:,}")
-    table.add_row(
-        "rejected", f"{s['rejected']:,}" + (f"  -> {rejected_path}" if s["rejected"] else "")
-    )
-    table.add_row(
-        "partitions", f"{s['partitions']:,}" + (f"  ({s['layout']})" if s.get("layout") else "")
-    )
-    table.add_row(s.get("label", "matches"), f"{s['matches']:,}  -> {output}")
-    table.add_row("seconds", f"{s['seconds']:.2f}")
-    rate = s["events"] / max(s["seconds"], 1e-9)
+    table.add_row("mode", s.mode)
+    table.add_row("events read", f"{s.events:,}")
+    table.add_row("rejected", f"{s.rejected:,}" + (f"  -> {rejected_path}" if s.rejected else ""))
+    table.add_row("partitions", s.partitions)
+    table.add_row(s.label, f"{s.rows:,}  -> {output}")
+    table.add_row("seconds", f"{s.seconds:.2f}")
+    rate = s.events / max(s.seconds, 1e-9)
     table.add_row("events/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}")
-    if "engine seconds" in s:
-        table.add_row("engine seconds", f"{s['engine seconds']:.3f}")
+    if s.engine_seconds is not None:
+        table.add_row("engine seconds", f"{s.engine_seconds:.3f}")
     out.print(table)
-    for w in dict.fromkeys(s["warnings"]):
+    for w in dict.fromkeys(s.warnings):
         err.print("warning: " + w, style="yellow", markup=False, highlight=False)
-    if s["capped"]:
+    if s.capped:
         err.print("[yellow]warning:[/yellow] stopped at --max-matches; there may be more matches")
-    if explicit_rejected and not s["rejected"]:
+    if explicit_rejected and not s.rejected:
         Path(rejected_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rejected_path).write_text("")
 
@@ -298,10 +284,11 @@ def explain(
     tiebreak: TieOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
+    algorithm: AlgorithmOpt = None,
+    sharing: SharingOpt = "prefix",
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
-    from sparkcep.explain import explain_plan
-    from sparkcep.plan import Options, analyze
+    from sparkcep.explain import explain_queries
 
     text = _pick(_query_text(query), name)
     schema = None
@@ -312,8 +299,21 @@ def explain(
         frame = read_pandas(input, sep=sep)
         valid, _ = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
-    plan = analyze(text, schema, Options(time_col, type_col, id_col, time_unit, tiebreak))
-    out.print(explain_plan(plan), highlight=False, markup=False)
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+    )  # fmt: skip
+    out.print(explain_queries(text, schema, options), highlight=False, markup=False)
+
+
+@dataclass
+class StreamSinks:
+    output: str
+    late: str
+    rejected: str
+    checkpoint: str
+    trigger: str
+    fmt: str
 
 
 @app.command()
@@ -337,13 +337,20 @@ def stream(
             "--checkpoint", help="Checkpoint folder: restart on it to continue exactly once."
         ),
     ],
+    id_col: Annotated[
+        str, typer.Option("--id", help="Event id column (a stream has no row numbers).")
+    ],
     trigger: Annotated[
         str,
         typer.Option("--trigger", help="available-now, once, or an interval such as '5 seconds'."),
     ] = "available-now",
     lateness: Annotated[
-        str, typer.Option("--lateness", help="Allowed lateness of event time (watermark delay).")
-    ] = "0 s",
+        str,
+        typer.Option(
+            "--lateness",
+            help="Allowed lateness of event time (watermark delay): '2 s', or ticks (30).",
+        ),
+    ] = "0",
     late: Annotated[
         str | None, typer.Option("--late", help="Folder for late events (default: <output>/late).")
     ] = None,
@@ -352,7 +359,7 @@ def stream(
         typer.Option("--rejected", help="Folder for rejected rows (default: <output>/rejected)."),
     ] = None,
     max_files: Annotated[
-        int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.")
+        int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.", min=1)
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="jsonl or parquet files per micro-batch, or console.")
@@ -364,71 +371,79 @@ def stream(
     master: MasterOpt = None,
     time_col: TimeOpt = "ts",
     type_col: TypeOpt = "type",
-    id_col: IdOpt = None,
     time_unit: UnitOpt = None,
     tiebreak: TieOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
 ):
-    """Run a query continuously over a stream of event files, exactly once."""
-    from sparkcep.runners.spark import spark_session
+    """Run queries continuously over a stream of event files, exactly once."""
+    started = time.time()
+    text = _pick(_query_text(query), name)
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak,
+    )  # fmt: skip
+    sinks = StreamSinks(
+        output,
+        late or os.path.join(output, "late"),
+        rejected or os.path.join(output, "rejected"),
+        checkpoint,
+        trigger,
+        fmt,
+    )
+    with err.status("starting Spark") as status:
+        writer, progress = _stream(
+            text, input, options, lateness, sinks, (master, max_files, sep, timeout), status
+        )
+    _print_stream_summary(writer, progress, sinks, time.time() - started)
+
+
+def _stream(text, input, options, lateness, sinks, run_opts, status):
+    from sparkcep.runners.spark_session import spark_session
     from sparkcep.runners.streaming import read_stream, start
     from sparkcep.runners.streaming import stream as make_stream
 
-    started = time.time()
-    text = _pick(_query_text(query), name, allow_aggregates=True)
-    late = late or os.path.join(output, "late")
-    rejected = rejected or os.path.join(output, "rejected")
-    with err.status("starting Spark") as status:
-        spark = spark_session(master)
-        source = read_stream(spark, input, sep=sep, max_files=max_files)
-        rows = make_stream(
-            source, text, time_col=time_col, type_col=type_col, id_col=id_col,
-            time_unit=time_unit, tiebreak=tiebreak, lateness=lateness,
-        )  # fmt: skip
-        running, writer = start(
-            rows,
-            output=output,
-            late=late,
-            rejected=rejected,
-            checkpoint=checkpoint,
-            trigger=trigger,
-            fmt=fmt,
-        )
-        status.update(f"streaming ({trigger}) into {output}")
-        try:
-            running.awaitTermination(timeout)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if running.isActive:
-                running.stop()
-        progress = running.recentProgress
+    master, max_files, sep, timeout = run_opts
+    spark = spark_session(master)
+    source = read_stream(spark, input, sep=sep, max_files=max_files)
+    result = make_stream(
+        source, text, time_col=options.time_col, type_col=options.type_col,
+        id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
+        lateness=lateness,
+    )  # fmt: skip
+    running, writer = start(
+        result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,
+        checkpoint=sinks.checkpoint, trigger=sinks.trigger, fmt=sinks.fmt,
+    )  # fmt: skip
+    status.update(f"streaming ({sinks.trigger}) into {sinks.output}")
+    try:
+        running.awaitTermination(timeout)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if running.isActive:
+            running.stop()
+    return writer, running.recentProgress
+
+
+def _print_stream_summary(writer, progress, sinks: StreamSinks, seconds: float):
     events = sum(p["numInputRows"] for p in progress)
-    seconds = time.time() - started
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("micro-batches", f"{writer.totals['batches']:,}")
     table.add_row("events read", f"{events:,}")
-    table.add_row(
-        "rows", f"{writer.totals['match']:,}  -> {'console' if fmt == 'console' else output}"
-    )
-    table.add_row(
-        "late events",
-        f"{writer.totals['late']:,}" + (f"  -> {late}" if writer.totals["late"] else ""),
-    )
-    table.add_row(
-        "rejected",
-        f"{writer.totals['rejected']:,}"
-        + (f"  -> {rejected}" if writer.totals["rejected"] else ""),
-    )
+    where = "console" if sinks.fmt == "console" else sinks.output
+    table.add_row("rows", f"{writer.totals['match']:,}  -> {where}")
+    for kind, folder in (("late", sinks.late), ("rejected", sinks.rejected)):
+        n = writer.totals[kind]
+        label = "late events" if kind == "late" else "rejected"
+        table.add_row(label, f"{n:,}" + (f"  -> {folder}" if n else ""))
     table.add_row("seconds", f"{seconds:.2f}")
     durations = [p["durationMs"].get("triggerExecution", 0) for p in progress]
     if durations:
-        table.add_row(
-            "batch latency", f"median {sorted(durations)[len(durations) // 2] / 1000:.2f} s"
-        )
+        median = sorted(durations)[len(durations) // 2] / 1000
+        table.add_row("batch latency", f"median {median:.2f} s")
     out.print(table)
 
 

@@ -1,15 +1,12 @@
-"""`sparkcep explain`: the plan in words."""
+"""`sparkcep explain`: the plan in words. The engine is the one `choose` picks; what only
+that engine can say comes from its program (`Program.describe`)."""
 
 from __future__ import annotations
 
+from sparkcep.engines.base import choose as choose_engine
+from sparkcep.engines.base import compile_jobs, declined
 from sparkcep.language import ast
-from sparkcep.plan import Plan
-
-STRATEGY_WORDS = {
-    "SKIP_TILL_ANY_MATCH": "skip-till-any-match (every combination)",
-    "SKIP_TILL_NEXT_MATCH": "skip-till-next-match (each run takes the next relevant event)",
-    "STRICT_CONTIGUITY": "strict contiguity (events of a match are adjacent in their partition)",
-}
+from sparkcep.plan import Options, Plan, plan_queries
 
 
 def _component(c) -> str:
@@ -19,13 +16,24 @@ def _component(c) -> str:
     return f"{kind}+ {c.var}[]" if c.kleene else f"{kind} {c.var}"
 
 
+def explain_queries(queries, schema=None, options: Options | None = None) -> str:
+    """Every query of a text (or file), one block each."""
+    options = options or Options()
+    plans, names = plan_queries(queries, schema, options)
+    blocks = []
+    for plan, name in zip(plans, names):
+        text = explain_plan(plan)
+        blocks.append(f"query      {name}\n{text}" if name else text)
+    return "\n\n".join(blocks)
+
+
 def explain_plan(plan: Plan) -> str:
     """Describe a plan.
 
     >>> from sparkcep.plan import analyze
     >>> print(explain_plan(analyze("PATTERN SEQ(A a, !X x, B b) WHERE [k] AND a.v > 3 WITHIN 10")))
     pattern    SEQ(A a, !X x, B b)
-    engine     nfa
+    engine     nfa: SASE automaton, all runs at once over numpy columns
     strategy   skip-till-any-match (every combination)
     window     10 (last.ts - first.ts < 10, in the time column's ticks)
     key        k: the stream is partitioned by k (from a.k = x.k, a.k = b.k)
@@ -36,38 +44,56 @@ def explain_plan(plan: Plan) -> str:
     negation   !X x between a and b: no matching event strictly between them
     output     start, end, k, a, b
     """
+    engine = choose_engine(plan)
+    (program,) = compile_jobs([plan], [None], plan.options)
     lines: list[tuple[str, str]] = []
     comps = ", ".join(_component(c) for c in plan.components)
     lines.append(("pattern", f"SEQ({comps})"))
-    lines.append(("engine", plan.engine))
-    lines.append(("strategy", STRATEGY_WORDS[plan.strategy]))
-    if plan.window is None:
-        lines.append(("window", "none (state is not bounded)"))
-    else:
-        lines.append(
-            (
-                "window",
-                f"{plan.window} (last.ts - first.ts < {plan.window}, in the time column's ticks)",
-            )
-        )
+    lines.append(("engine", f"{engine.name}: {engine.summary}"))
+    for name, why in declined(plan, engine):
+        lines.append(("not", f"{name}: {why}"))
+    described = program.describe()
+    lines += [line for line in described if line[0] == "strategy"]
+    lines.append(_window(plan))
     if plan.tiebreak:
         lines.append(("order", f"time, then {plan.tiebreak} for equal times"))
+    lines.append(_key(plan))
+    lines.append(("filter", _filter(plan)))
+    lines += _conditions(plan)
+    lines += _negations(plan)
+    if plan.aggregate is not None:
+        lines.append(_aggregate(plan))
+    lines += [line for line in described if line[0] != "strategy"]
+    lines.append(("output", ", ".join(c.name for c in program.output)))
+    lines += [("warning", w) for w in plan.warnings]
+    return _layout(lines)
+
+
+def _window(plan: Plan) -> tuple[str, str]:
+    if plan.window is None:
+        return ("window", "none (state is not bounded)")
+    w = plan.window
+    return ("window", f"{w} (last.ts - first.ts < {w}, in the time column's ticks)")
+
+
+def _key(plan: Plan) -> tuple[str, str]:
     if plan.key:
         texts = [ast.to_text(e).strip("()") for e in plan.key_conditions]
-        source = ", ".join(dict.fromkeys(texts)) or "GROUP BY"  # each once, in order
-        lines.append(
-            (
-                "key",
-                f"{', '.join(plan.key)}: the stream is partitioned by {', '.join(plan.key)} (from {source})",
-            )
-        )
-    elif plan.window is not None:
-        lines.append(("key", "none: Spark splits time into ranges that overlap by the window"))
-    else:
-        lines.append(("key", "none and no window: one partition"))
+        source = ", ".join(dict.fromkeys(texts)) or "[attr] or GROUP BY"  # each once, in order
+        keys = ", ".join(plan.key)
+        return ("key", f"{keys}: the stream is partitioned by {keys} (from {source})")
+    if plan.window is not None:
+        return ("key", "none: Spark splits time into ranges that overlap by the window")
+    return ("key", "none and no window: one partition")
+
+
+def _filter(plan: Plan) -> str:
     type_col = plan.options.type_col
     if plan.strategy == "STRICT_CONTIGUITY":
-        head = "none: under strict contiguity every event of a partition is kept (any can break a run); each is tagged with the components it can match:"
+        head = (
+            "none: under strict contiguity every event of a partition is kept (any can break "
+            "a run); each is tagged with the components it can match:"
+        )
     else:
         head = "an event reaches the engine only if it can match a component:"
     filt = [head]
@@ -76,7 +102,11 @@ def explain_plan(plan: Plan) -> str:
         for e in c.local:
             cond += f" AND {ast.to_text(e)}"
         filt.append(f"  {c.var}: {cond}")
-    lines.append(("filter", "\n".join(filt)))
+    return "\n".join(filt)
+
+
+def _conditions(plan: Plan) -> list[tuple[str, str]]:
+    lines = []
     for cond in plan.conditions:
         where = plan.positives[cond.stage].var
         when = {
@@ -88,6 +118,11 @@ def explain_plan(plan: Plan) -> str:
         if cond.forall:
             when += f", for every element of {', '.join(sorted(cond.forall))}"
         lines.append(("condition", f"{ast.to_text(cond.expr)}: {when}"))
+    return lines
+
+
+def _negations(plan: Plan) -> list[tuple[str, str]]:
+    lines = []
     k = len(plan.positives)
     for neg in plan.negations:
         c = neg.component
@@ -96,33 +131,31 @@ def explain_plan(plan: Plan) -> str:
         elif neg.gap == k:
             where = f"after {plan.positives[-1].var}: none until the window closes (reported then)"
         else:
-            where = f"between {plan.positives[neg.gap - 1].var} and {plan.positives[neg.gap].var}: no matching event strictly between them"
+            before, after = plan.positives[neg.gap - 1].var, plan.positives[neg.gap].var
+            where = f"between {before} and {after}: no matching event strictly between them"
         text = f"{_component(c)} {where}"
         if neg.conditions:
             text += " with " + " AND ".join(ast.to_text(e) for e in neg.conditions)
         lines.append(("negation", text))
-    if plan.agg:
-        items = ", ".join(
-            (a.func.upper() if a.var is None else f"{a.func.upper()}({a.var}.{a.attr})")
-            + (f" AS {a.name}" if a.name != a.func else "")
-            for a in plan.agg
-        )
-        per = f" per {', '.join(plan.group_by)}" if plan.group_by else ""
-        lines.append(
-            (
-                "aggregate",
-                f"{items}{per}, at each event that can bind {plan.positives[-1].var}, over "
-                "the matches ended by then within the window",
-            )
-        )
-        lines.append(("path", plan.agg_reason))
-        outputs = ["ts", *plan.group_by, *[a.name for a in plan.agg]]
-    else:
-        outputs = ["start", "end", *plan.key, *[c.var for c in plan.positives]]
-        outputs += [r.name for r in plan.returns]
-    lines.append(("output", ", ".join(outputs)))
-    for w in plan.warnings:
-        lines.append(("warning", w))
+    return lines
+
+
+def _aggregate(plan: Plan) -> tuple[str, str]:
+    spec = plan.aggregate
+    items = ", ".join(
+        (a.func.upper() if a.var is None else f"{a.func.upper()}({a.var}.{a.attr})")
+        + (f" AS {a.name}" if a.name != a.func else "")
+        for a in spec.items
+    )
+    per = f" per {', '.join(spec.group_by)}" if spec.group_by else ""
+    return (
+        "aggregate",
+        f"{items}{per}, at each event that can bind {plan.positives[-1].var}, over "
+        "the matches ended by then within the window",
+    )
+
+
+def _layout(lines: list[tuple[str, str]]) -> str:
     width = max(len(name) for name, _ in lines) + 3
     out = []
     for name, text in lines:

@@ -1,31 +1,71 @@
-"""The local runner: pandas in, pandas out, no JVM (notebooks, tests, `run --local`)."""
+"""The local runner: pandas in, pandas out, no JVM (notebooks, tests, `run --local`).
+
+events ─check rows─▶ valid ─plan─▶ programs (one per engine and partitioning)
+       └─▶ rejected                 └─ each runs once over the events in processing order
+"""
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from sparkcep.engines.nfa import find_matches
-from sparkcep.events import build_table
+from sparkcep.engines.base import QUERY, Program, compile_jobs, sort_rows
 from sparkcep.inputs import ROW, as_frame, schema_of, split_valid
-from sparkcep.output import empty_output, output_frame
-from sparkcep.plan import Options, Plan, analyze
+from sparkcep.plan import Options, Plan, plan_queries
 
 
 @dataclass
-class LocalRun:
-    plan: Plan
-    matches: pd.DataFrame
+class RunResult:
+    """What a local run gives: the rows, the rejected input rows with their reasons."""
+
+    plans: list[Plan]
+    matches: pd.DataFrame  # the output rows (matches, or AGG rows)
     rejected: pd.DataFrame
     events_read: int
+    programs: list[Program] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+
+    @property
+    def plan(self) -> Plan:
+        return self.plans[0]
+
+    @property
+    def label(self) -> str:
+        return self.programs[0].label if self.programs else "matches"
+
+
+LocalRun = RunResult  # the name earlier versions used
+
+
+def execute_local(events, queries, options: Options) -> RunResult:
+    """Run queries (a text, a file's named queries, a list, or plans) over events."""
+    frame = as_frame(events)
+    valid, rejected = split_valid(
+        frame, time_col=options.time_col, type_col=options.type_col, id_col=options.id_col
+    )
+    plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
+    programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
+    outs = [program.run(program.in_order(valid)) for program in programs]
+    rows = merge_rows(programs, outs)
+    if options.max_matches is not None:
+        rows = rows.head(options.max_matches)
+    return RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+
+
+def merge_rows(programs: list[Program], outs: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of several programs in output order (by query name when several)."""
+    if len(outs) == 1:
+        return sort_rows(outs[0], programs[0].order)
+    parts = [_nullable(o) for o in outs if len(o)] or outs[:1]
+    rows = pd.concat(parts, ignore_index=True)
+    return rows.sort_values(QUERY, kind="stable").reset_index(drop=True)
 
 
 def run_local(
     events,
-    query: str | Plan,
+    queries,
     *,
     time_col: str = "ts",
     type_col: str = "type",
@@ -33,28 +73,36 @@ def run_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
-) -> LocalRun:
-    """Match `query` on `events` (a pandas DataFrame or an iterable of dicts)."""
-    frame = as_frame(events)
-    valid, rejected = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
-    if isinstance(query, Plan):
-        plan = query
-    else:
-        options = Options(time_col, type_col, id_col, time_unit, tiebreak)
-        schema = schema_of(valid.drop(columns=[ROW]))
-        plan = analyze(query, schema, options)
-    ids = id_col or ROW
-    table = build_table(plan, valid, ids)
-    if not len(table):
-        matches = empty_output(plan, valid, ids)
-    else:
-        found = find_matches(plan, table, max_matches=max_matches)
-        matches = output_frame(plan, valid, table, found, ids)
-    return LocalRun(plan, matches, rejected.drop(columns=[ROW]), len(frame))
+    algorithm: str | None = None,
+    sharing: str = "prefix",
+) -> RunResult:
+    """Run pattern or AGG queries on `events` (a pandas DataFrame or an iterable of
+    dicts); returns the rows and the rejected input rows.
+
+    `queries` is a query text, a file's text of named queries (`QUERY name: ...;`), or
+    a list of them; the options are those of `sparkcep.Options`.
+    """
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+    )  # fmt: skip
+    return execute_local(events, queries, options)
 
 
-def match_local(events, query: str, **options) -> pd.DataFrame:
-    """The matches of `query` in `events`, as a pandas DataFrame (see docs/semantics.md).
+def match_local(
+    events,
+    queries,
+    *,
+    time_col: str = "ts",
+    type_col: str = "type",
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    tiebreak: str | None = None,
+    max_matches: int | None = None,
+    algorithm: str | None = None,
+    sharing: str = "prefix",
+) -> pd.DataFrame:
+    """The matches of a query in `events`, as a pandas DataFrame (docs/semantics.md).
 
     >>> import pandas as pd
     >>> events = pd.DataFrame({"type": ["A", "B", "C"], "ts": [1, 2, 3], "v": [1, 5, 9]})
@@ -65,50 +113,14 @@ def match_local(events, query: str, **options) -> pd.DataFrame:
     Rows whose time or type is missing or unreadable are left out with a warning;
     `run_local` returns them as `rejected`.
     """
-    return _warn_rejected(run_local(events, query, **options), "run_local")
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+    )  # fmt: skip
+    return _warn_rejected(execute_local(events, queries, options), "run_local")
 
 
-def _aggregate_plans(queries, schema, options: Options) -> tuple[list[Plan], list[str | None]]:
-    """Plans and names of AGG queries given as text(s), a file's text or plans."""
-    from sparkcep.errors import QueryError
-    from sparkcep.language.parser import parse_file
-
-    items = [queries] if isinstance(queries, str | Plan) else list(queries)
-    plans, names = [], []
-    for item in items:
-        if isinstance(item, Plan):
-            plans.append(item)
-            names.append(item.query.name)
-            continue
-        for query in parse_file(item):
-            plan = analyze(query, schema, options)
-            if not plan.is_aggregate:
-                raise QueryError(
-                    "this query has no AGG clause: use match for pattern queries",
-                    query.text,
-                    query.span,
-                )
-            plans.append(plan)
-            names.append(query.name)
-    return plans, names
-
-
-def jobs_for(plans: list[Plan], names: list, algorithm: str, sharing: str):
-    """AGG queries grouped by how they partition the stream (each group runs together)."""
-    from sparkcep.aggregate_job import AggregateJob
-
-    groups: dict[tuple, list[int]] = {}
-    for i, plan in enumerate(plans):
-        groups.setdefault((plan.key, plan.tiebreak, plan.group_by), []).append(i)
-    if len(plans) > 1:
-        names = [n or f"q{i + 1}" for i, n in enumerate(names)]
-    return [
-        AggregateJob([plans[i] for i in idx], [names[i] for i in idx], algorithm, sharing)
-        for idx in groups.values()
-    ]
-
-
-def run_aggregate_local(
+def aggregate_local(
     events,
     queries,
     *,
@@ -117,24 +129,9 @@ def run_aggregate_local(
     id_col: str | None = None,
     time_unit: str | None = None,
     tiebreak: str | None = None,
-    algorithm: str = "aseq",
+    algorithm: str | None = None,
     sharing: str = "prefix",
-) -> LocalRun:
-    """AGG queries (one, a list, or a file's named queries) over `events`, locally."""
-    frame = as_frame(events)
-    valid, rejected = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
-    options = Options(time_col, type_col, id_col, time_unit, tiebreak)
-    schema = schema_of(valid.drop(columns=[ROW]))
-    plans, names = _aggregate_plans(queries, schema, options)
-    ids = id_col or ROW
-    outs = [job.run(valid, ids) for job in jobs_for(plans, names, algorithm, sharing)]
-    rows = pd.concat(outs, ignore_index=True) if len(outs) > 1 else outs[0]
-    if "query" in rows.columns:  # by query name; within one, by group, ts, trigger
-        rows = rows.sort_values("query", kind="stable").reset_index(drop=True)
-    return LocalRun(plans[0], rows, rejected.drop(columns=[ROW]), len(frame), {"plans": plans})
-
-
-def aggregate_local(events, queries, **options) -> pd.DataFrame:
+) -> pd.DataFrame:
     """Rows of AGG queries over `events` (pandas in, pandas out; docs/aggregation.md).
 
     >>> import pandas as pd
@@ -144,10 +141,17 @@ def aggregate_local(events, queries, **options) -> pd.DataFrame:
     0   2  x      1
     1   4  x      2
     """
-    return _warn_rejected(run_aggregate_local(events, queries, **options), "run_aggregate_local")
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+    )  # fmt: skip
+    return _warn_rejected(execute_local(events, queries, options), "run_local")
 
 
-def _warn_rejected(run: LocalRun, full: str) -> pd.DataFrame:
+run_aggregate_local = run_local  # AGG queries run through the same path
+
+
+def _warn_rejected(run: RunResult, full: str) -> pd.DataFrame:
     """The run's rows, with a warning when input rows were rejected."""
     if len(run.rejected):
         warnings.warn(
@@ -156,3 +160,10 @@ def _warn_rejected(run: LocalRun, full: str) -> pd.DataFrame:
             stacklevel=3,
         )
     return run.matches
+
+
+def _nullable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns as nullable integers, so that rows of other queries (without the
+    column) leave them null instead of turning them into floats."""
+    ints = {c: "Int64" for c in frame.columns if frame[c].dtype.kind in "iu"}
+    return frame.astype(ints) if ints else frame

@@ -10,7 +10,6 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sparkcep.language import ast
-from sparkcep.plan import Plan
 
 _COMPARE = {
     "=": lambda a, b: a == b,
@@ -56,29 +55,30 @@ def to_column(expr: ast.Expr) -> Column:
     raise TypeError(f"not a local expression: {expr!r}")
 
 
-def component_condition(plan: Plan, comp) -> Column:
-    """True where an event can match `comp`: its type and local conditions hold."""
+def component_condition(comp, type_col: str) -> Column:
+    """True where an event can match `comp` (a component or signature): its type and
+    local conditions hold."""
     cond = (
-        F.lit(True)
-        if comp.event_type is None
-        else F.col(plan.options.type_col) == F.lit(comp.event_type)
+        F.lit(True) if comp.event_type is None else F.col(f"`{type_col}`") == F.lit(comp.event_type)
     )
     for expr in comp.local:
         cond = cond & to_column(expr)
     return F.coalesce(cond, F.lit(False))
 
 
-def mask_column(plan: Plan, components=None) -> Column:
-    """The bitmask of components each event can match (bit i = component i)."""
+def mask_column(components, type_col: str) -> Column:
+    """The bitmask of components (or signatures) each event can match."""
     mask = F.lit(0).cast("long")
-    for comp in plan.components if components is None else components:
-        mask = mask + F.when(component_condition(plan, comp), F.lit(comp.bit)).otherwise(F.lit(0))
+    for comp in components:
+        mask = mask + F.when(component_condition(comp, type_col), F.lit(comp.bit)).otherwise(
+            F.lit(0)
+        )
     return mask
 
 
-def filter_column(plan: Plan, components=None) -> Column:
+def filter_column(components, type_col: str) -> Column:
     """The pushed-down filter: the event can match some component."""
     cond = F.lit(False)
-    for comp in plan.components if components is None else components:
-        cond = cond | component_condition(plan, comp)
+    for comp in components:
+        cond = cond | component_condition(comp, type_col)
     return cond

@@ -1,21 +1,21 @@
 """Streaming: the same queries on live streams with Spark Structured Streaming.
 
-    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(key)
-          .applyInPandasWithState(StreamStep)  ─▶ rows of kind match | late | rejected
+    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(partition)
+          .applyInPandasWithState(StreamStep)  ─▶ typed rows: match | late | rejected
           ─▶ foreachBatch: one file per micro-batch and kind, written atomically
 
-Per partition key, the engine operator (PatternOperator or AggregateOperator) and the
-events not yet released live in Spark's state store, pickled. Each micro-batch:
+One program (every engine the same way) runs per partition of the stream; its state
+and the events not yet released live in Spark's state store, stored as data
+(`engines.state`), never as pickles. Each micro-batch:
 
 - an event older than the watermark the previous batch set is *late*: it goes to the
   late output with the reason (and is counted), never silently away;
 - the other events wait in the state until the watermark passes them, then go to the
-  operator in time order (so the answers are those of a batch run over the same events);
-- every micro-batch wakes the keys that have state (a processing-time timeout: with an
-  event-time one Spark would drop late events before they could be reported): their
-  waiting events the watermark has passed are released, trailing-negation matches whose
-  window closed are reported, and a key with nothing left in its window has its state
-  removed.
+  program in time order (so the answers are those of a batch run over the same events);
+- every key with state is woken when the watermark moves (an event-time timeout on a
+  stand-in event time, see `prepare_stream`): its waiting events the watermark has
+  passed are released, `advance` reports what time closed (trailing negations), and a
+  key with nothing left in its window has its state removed.
 
 Output files are named by batch id and replaced atomically, so a micro-batch that Spark
 re-runs after a crash (`kill -9`) rewrites the same files: restarted on its checkpoint,
@@ -24,11 +24,9 @@ a stream neither loses nor repeats rows.
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,39 +35,41 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkcep.engines.base import Program, compile_jobs
+from sparkcep.engines.state import decode_state, encode_state
 from sparkcep.errors import DataError, SparkcepError
-from sparkcep.events import MASK, TICKS
 from sparkcep.inputs import OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
-from sparkcep.plan import Options, Plan, analyze
-from sparkcep.runners.spark import kind_of_spark, schema_of
+from sparkcep.plan import Options, plan_queries
+from sparkcep.prep.table import MASK, TICKS
+from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column
+from sparkcep.runners.spark_rows import kind_of_spark, schema_of
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
 KEY = "__key"
-OUTPUT = T.StructType(
-    [
-        T.StructField("kind", T.StringType()),  # match | late | rejected
-        T.StructField("payload", T.StringType()),  # the row, as a JSON object
-    ]
-)
+KIND = "kind"  # match | late | rejected
+EVENT = "__e_"  # prefix of the input columns of late and rejected rows
 STATE = T.StructType([T.StructField("blob", T.BinaryType())])
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
+    """Nanoseconds per tick of the time column. Integers of no declared unit are taken
+    as microseconds: the watermark then runs in ticks, which is exact as long as every
+    duration (window, lateness) is a bare number of ticks too."""
     if time_kind == "timestamp":
         return 1000  # timestamps are read as microseconds
-    if time_unit is None:
-        raise SparkcepError(
-            "streaming needs to know the unit of an integer time column for its watermark: "
-            "give --time-unit ms|s|us|ns (time_unit=...)"
-        )
-    return NANOS[time_unit]
+    return NANOS[time_unit] if time_unit is not None else 1000
 
 
-def parse_duration(text: str) -> int:
-    """'10 s', '500ms', '2 min' -> microseconds."""
+def parse_duration(text: str, nanos_per_tick: int = 1000, unit_known: bool = True) -> int:
+    """A lateness: '10 s', '500ms', '2 min' -> microseconds; a bare number is in ticks
+    of the time column.
+
+    >>> parse_duration("2 s"), parse_duration("250", nanos_per_tick=1_000_000)
+    (2000000, 250000)
+    """
     from sparkcep.language.parser import UNITS
 
     text = text.strip()
@@ -79,55 +79,84 @@ def parse_duration(text: str) -> int:
             number += ch
         else:
             break
-    unit = text[len(number) :].strip() or "s"
-    if not number or unit.lower() not in UNITS:
-        raise SparkcepError(f"cannot read the duration '{text}' (e.g. 10 s, 500 ms, 2 min)")
+    unit = text[len(number) :].strip()
+    if not number or (unit and unit.lower() not in UNITS):
+        raise SparkcepError(f"cannot read the duration '{text}' (e.g. 10 s, 500 ms, 2 min, 30)")
+    if not unit:
+        return int(float(number) * nanos_per_tick / 1000)
+    if not unit_known:
+        raise SparkcepError(
+            f"the lateness '{text}' has a unit but the integer time column has none: give "
+            "--time-unit ms|s|us|ns (time_unit=...), or write the lateness in ticks (e.g. 30)"
+        )
     return int(float(number) * NANOS[UNITS[unit.lower()]] / 1000)
 
 
 @dataclass
-class StreamPlan:
-    plans: list[Plan]
-    names: list
-    aggregate: bool
-    id_col: str
-    group_cols: list[str]
-    nanos_per_tick: int
-    columns: list[str]  # input columns, for the late/rejected payloads
+class Stream:
+    """A query running on a stream: the typed rows of each kind, all from one stateful
+    step. Write all three with `start` (one streaming query), or use one of them as any
+    streaming DataFrame."""
+
+    rows: DataFrame  # kind + the program's output columns + __e_<input column> + reason
+    program: Program
+    input_columns: list[str]
+
+    @property
+    def matches(self) -> DataFrame:
+        """The program's output rows (the columns a batch run returns)."""
+        return self.rows.filter(F.col(KIND) == "match").select(*self.output_columns)
+
+    @property
+    def late(self) -> DataFrame:
+        return self._events("late")
+
+    @property
+    def rejected(self) -> DataFrame:
+        return self._events("rejected")
+
+    @property
+    def output_columns(self) -> list[str]:
+        return [c.name for c in self.program.output]
+
+    def _events(self, kind: str) -> DataFrame:
+        cols = [F.col(f"`{EVENT}{c}`").alias(c) for c in self.input_columns]
+        return self.rows.filter(F.col(KIND) == kind).select(*cols, F.col(REASON))
 
 
 def stream(
     sdf: DataFrame,
-    query: str,
+    queries,
     *,
     time_col: str = "ts",
     type_col: str = "type",
     id_col: str | None = None,
     time_unit: str | None = None,
     tiebreak: str | None = None,
-    lateness: str = "0 s",
-) -> DataFrame:
-    """A streaming DataFrame of (kind, payload) rows for `query` over `sdf`.
-
-    `payload` is the JSON of a match (or AGG) row, of a late event or of a rejected row.
-    `sparkcep.runners.streaming.write_batches` writes them to files, exactly once.
-    """
-    sdf, step = prepare_stream(
-        sdf, query, time_col=time_col, type_col=type_col, id_col=id_col,
-        time_unit=time_unit, tiebreak=tiebreak, lateness=lateness,
+    lateness: str = "0",
+    algorithm: str | None = None,
+) -> Stream:
+    """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
+    `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
+    to files, exactly once. An integer time column needs its `time_unit` when the
+    window or the lateness has a unit."""
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, algorithm=algorithm,
     )  # fmt: skip
+    sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to
     # release what it has passed.
-    return sdf.groupBy(KEY).applyInPandasWithState(
-        step, OUTPUT, STATE, "append", "EventTimeTimeout"
+    rows = sdf.groupBy(KEY).applyInPandasWithState(
+        step, rows_schema, STATE, "append", "EventTimeTimeout"
     )
+    return Stream(rows, step.program, step.input_columns)
 
 
-def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebreak, lateness):
-    from sparkcep.language.parser import parse_file
-    from sparkcep.runners.local import jobs_for
-
-    columns = sdf.columns
+def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
+    """The stream ready for the stateful step: checked, tagged, filtered, keyed."""
+    columns = list(sdf.columns)
+    time_col, type_col, id_col = options.time_col, options.type_col, options.id_col
     if id_col is None:
         raise SparkcepError(
             "a stream has no row numbers: give the id column of the events (--id COL)"
@@ -137,36 +166,27 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
             raise DataError(
                 f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
             )
-    time_type = sdf.schema[time_col].dataType
-    time_kind = kind_of_spark(time_type)
+    input_schema = sdf.schema
+    raw_time = "__raw_time"
+    sdf = sdf.withColumn(raw_time, F.col(f"`{time_col}`"))
+    time_kind = kind_of_spark(input_schema[time_col].dataType)
     if time_kind == "string":
         sdf = sdf.withColumn(time_col, F.expr(f"try_cast(`{time_col}` AS TIMESTAMP)"))
         time_kind = "timestamp"
     elif time_kind == "float":
         sdf = sdf.withColumn(time_col, F.col(f"`{time_col}`").cast("long"))
         time_kind = "int"
-    nanos = _nanos_per_tick(time_kind, time_unit)
-    options = Options(time_col, type_col, id_col, time_unit, tiebreak)
-    schema = schema_of(sdf)
+    schema = schema_of(sdf, ignore=(raw_time,))
     schema[time_col] = time_kind
-    queries = parse_file(query)
-    aggregate = any(q.aggregates for q in queries)
-    plans = [analyze(q, schema, options) for q in queries]
-    names = [q.name for q in queries]
-    if not aggregate and len(plans) > 1:
-        raise SparkcepError("a stream runs one pattern query (or several AGG queries)")
-    if aggregate:
-        jobs = jobs_for(plans, names, "aseq", "prefix")
-        if len(jobs) > 1:
-            raise SparkcepError("AGG queries streamed together must partition the stream alike")
-        group_cols = list(plans[0].group_by)
-        comps = jobs[0].components()
-        mask = mask_column(plans[0], comps)
-        keep = filter_column(plans[0], comps)
-    else:
-        group_cols = list(plans[0].key)
-        mask = mask_column(plans[0])
-        keep = filter_column(plans[0]) if plans[0].strategy != "STRICT_CONTIGUITY" else F.lit(True)
+    plans, names = plan_queries(queries, schema, options)
+    nanos = _nanos_per_tick(time_kind, options.time_unit)
+    unit_known = time_kind == "timestamp" or options.time_unit is not None
+    delay = parse_duration(lateness, nanos, unit_known)
+    run_options = replace(options, sharing="none" if options.sharing == "none" else "prefix")
+    programs = compile_jobs(plans, names, run_options)
+    if len(programs) > 1:
+        raise SparkcepError("queries streamed together must partition the stream alike")
+    program = programs[0]
     raw = F.col(f"`{time_col}`")
     ticks = F.unix_micros(raw) if time_kind == "timestamp" else raw.cast("long")
     type_missing = F.col(f"`{type_col}`").isNull() | (
@@ -181,19 +201,23 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
         .when(type_missing, F.lit(f"{type_col} is missing"))
     )
+    mask = mask_column(program.signatures, type_col)
+    keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
     sdf = sdf.withColumn(REASON, reason).withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
         micros_expr = F.col(TICKS) * F.lit(nanos // 1000)
     else:
         micros_expr = F.floor(F.col(TICKS) / F.lit(1000 // nanos)).cast("long")
+    micros_expr = F.when(F.col(REASON).isNull(), micros_expr)
     sdf = sdf.withColumn(WATERMARK, F.timestamp_micros(F.coalesce(micros_expr, F.lit(0))))
     # Every event moves event time on, even one no component wants.
-    sdf = sdf.withWatermark(WATERMARK, f"{parse_duration(lateness)} microseconds")
+    sdf = sdf.withWatermark(WATERMARK, f"{delay} microseconds")
     # (Naming the event-time column keeps Spark from moving the filter before the
     # watermark, which would then not see the events filtered out.)
     never = F.col(WATERMARK) < F.timestamp_micros(F.lit(-(2**62)))
     sdf = sdf.filter(F.col(REASON).isNotNull() | keep | never)
+    group_cols = list(program.partition_cols)
     if group_cols:
         key = F.to_json(F.array(*[F.col(f"`{c}`").cast("string") for c in group_cols]))
     else:
@@ -204,42 +228,46 @@ def prepare_stream(sdf, query, *, time_col, type_col, id_col, time_unit, tiebrea
     # its event-time timeout, so it gets one no event is ever late by; the watermark is
     # still that of the real times above.
     never_late = F.timestamp_micros(F.lit(9 * 10**15)).alias(  # year 2255, within pandas
-        WATERMARK, metadata={"spark.watermarkDelayMs": parse_duration(lateness) // 1000}
+        WATERMARK, metadata={"spark.watermarkDelayMs": delay // 1000}
     )
     sdf = sdf.select(*[F.col(f"`{c}`") for c in sdf.columns if c != WATERMARK], never_late)
-    info = StreamPlan(plans, names, aggregate, id_col, group_cols, nanos, list(columns))
-    return sdf, StreamStep(info)
+    out_fields = output_schema(program, sdf.schema).fields
+    event_fields = [T.StructField(EVENT + f.name, f.dataType) for f in input_schema.fields]
+    rows_schema = T.StructType(
+        [T.StructField(KIND, T.StringType()), *out_fields, *event_fields,
+         T.StructField(REASON, T.StringType())]
+    )  # fmt: skip
+    step = StreamStep(program, nanos, columns, time_col, raw_time, rows_schema.fieldNames())
+    return sdf, step, rows_schema
 
 
 class StreamStep:
     """The function applyInPandasWithState runs per key and micro-batch (in the package,
-    so that workers can unpickle it and the state it pickles)."""
+    so that workers can import it), over the program compiled once on the driver."""
 
-    def __init__(self, info: StreamPlan):
-        self.info = info
-
-    def _new_operator(self):
-        from sparkcep.aggregate_job import AggregateOperator
-        from sparkcep.engines.operator import PatternOperator
-
-        info = self.info
-        if info.aggregate:
-            return AggregateOperator(info.plans, id_col=info.id_col, names=info.names)
-        return PatternOperator(info.plans[0], id_col=info.id_col)
+    def __init__(
+        self, program: Program, nanos_per_tick: int, input_columns, time_col, raw_time, names
+    ):
+        self.program = program
+        self.nanos_per_tick = nanos_per_tick
+        self.input_columns = list(input_columns)
+        self.time_col = time_col
+        self.raw_time = raw_time
+        self.names = list(names)
 
     def __call__(self, key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        info = self.info
+        program = self.program
         frames = [b for b in batches if len(b)]
         if key[0] == "rejected":
             for frame in frames:
-                yield _payload("rejected", frame[[*info.columns, REASON]], info)
+                yield self._events("rejected", frame)
             return
         if state.exists:
-            pending, operator = pickle.loads(state.get[0])
+            pending, program_state = decode_state(state.get[0])
         else:
-            pending, operator = None, self._new_operator()
+            pending, program_state = None, program.new_state()
         # The watermark the previous micro-batch set, in ticks.
-        watermark = state.getCurrentWatermarkMs() * 1_000_000 // info.nanos_per_tick
+        watermark = state.getCurrentWatermarkMs() * 1_000_000 // self.nanos_per_tick
         has_watermark = state.getCurrentWatermarkMs() > 0
         out: list[pd.DataFrame] = []
         if frames:
@@ -252,45 +280,48 @@ class StreamStep:
                     f"event time {t} is before the watermark {watermark} (allowed lateness passed)"
                     for t in ticks[late]
                 ]
-                out.append(_payload("late", bad[[*info.columns, REASON]], info))
+                out.append(self._events("late", bad))
             new = new[~late]
             pending = new if pending is None else pd.concat([pending, new], ignore_index=True)
         # Release, in time order, what the watermark has passed.
         if pending is not None and len(pending):
-            cols = [
-                TICKS,
-                *([info.plans[0].tiebreak] if info.plans[0].tiebreak else []),
-                info.id_col,
-            ]
-            pending = pending.sort_values(cols, kind="stable").reset_index(drop=True)
+            pending = program.in_order(pending)
             ready = (
                 pending[TICKS].to_numpy() < watermark
                 if has_watermark
                 else np.zeros(len(pending), bool)
             )
-            if state.hasTimedOut or ready.any():
-                released = pending[ready].drop(columns=[TICKS])
+            if ready.any():
+                released = pending[ready].drop(columns=[self.raw_time])
                 pending = pending[~ready].reset_index(drop=True)
-                if len(released):
-                    out.append(_payload("match", operator.process(released), info))
+                out.append(self._matches(program.process(program_state, released)))
         if has_watermark:
-            out.append(_payload("match", operator.advance(watermark), info))
+            out.append(self._matches(program.advance(program_state, watermark)))
         waiting = pending is not None and len(pending)
-        if not waiting and operator.is_empty():
+        if not waiting and program.is_empty(program_state):
             state.remove()
         else:
-            state.update((pickle.dumps((pending, operator)),))
+            state.update((encode_state((pending, program_state)),))
             # Be called again as soon as the watermark moves.
             state.setTimeoutTimestamp(state.getCurrentWatermarkMs() + 1)
         for frame in out:
             if len(frame):
                 yield frame
 
+    def _matches(self, rows: pd.DataFrame) -> pd.DataFrame:
+        return self._shaped(rows.assign(**{KIND: "match"}))
 
-def _payload(kind: str, frame: pd.DataFrame, info: StreamPlan) -> pd.DataFrame:
-    if frame is None or not len(frame):
-        return pd.DataFrame({"kind": [], "payload": []})
-    return pd.DataFrame({"kind": kind, "payload": json_lines(frame)})
+    def _events(self, kind: str, frame: pd.DataFrame) -> pd.DataFrame:
+        events = frame.assign(**{self.time_col: frame[self.raw_time]})
+        cols = {EVENT + c: events[c] for c in self.input_columns}
+        shaped = pd.DataFrame(cols)
+        shaped[REASON] = frame[REASON].to_numpy()
+        shaped[KIND] = kind
+        return self._shaped(shaped)
+
+    def _shaped(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """All columns of the output schema, absent ones null."""
+        return frame.reindex(columns=self.names)
 
 
 # ---- exactly-once file output ------------------------------------------------------------
@@ -307,19 +338,27 @@ class BatchWriter:
 
     FORMATS = ("jsonl", "parquet", "console")
 
-    def __init__(self, output: str, late: str, rejected: str, fmt: str = "jsonl"):
+    def __init__(self, result: Stream, output: str, late: str, rejected: str, fmt: str = "jsonl"):
         if fmt not in self.FORMATS:
             raise SparkcepError(f"unknown output format '{fmt}' (one of {', '.join(self.FORMATS)})")
         self.folders = {"match": output, "late": late, "rejected": rejected}
+        events = [f"{EVENT}{c}" for c in result.input_columns]
+        self.columns = {
+            "match": result.output_columns,
+            "late": [*events, REASON],
+            "rejected": [*events, REASON],
+        }
+        self.names = {f"{EVENT}{c}": c for c in result.input_columns}
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        by_kind: dict[str, list[str]] = {}
-        for row in df.collect():
-            by_kind.setdefault(row["kind"], []).append(row["payload"])
+        rows = df.toPandas()
         for kind, folder in self.folders.items():
-            lines = sorted(by_kind.get(kind, []))
+            frame = rows[rows[KIND] == kind][self.columns[kind]].rename(columns=self.names)
+            lines = json_lines(frame)
+            order = np.argsort(np.array(lines, dtype=object), kind="stable")
+            frame, lines = frame.iloc[order].reset_index(drop=True), [lines[i] for i in order]
             self.totals[kind] += len(lines)
             if self.format == "console":
                 for line in lines:
@@ -334,9 +373,7 @@ class BatchWriter:
             if self.format == "jsonl":
                 tmp.write_text("\n".join(lines) + "\n")
             else:
-                pd.read_json(
-                    io.StringIO("\n".join(lines)), lines=True, precise_float=True
-                ).to_parquet(tmp)
+                frame.to_parquet(tmp, index=False)
             os.replace(tmp, path)
         self.totals["batches"] += 1
 
@@ -377,23 +414,22 @@ def read_stream(spark, path: str, *, sep: str = ",", max_files: int | None = Non
     stream_reader = spark.readStream.schema(schema)
     if max_files:
         stream_reader = stream_reader.option("maxFilesPerTrigger", max_files)
-    suffix = {"csv": "csv", "json": "json", "parquet": "parquet"}[fmt]
     if fmt == "csv":
         return (
             stream_reader.option("header", True)
             .option("sep", sep)
-            .csv(path, pathGlobFilter=f"*.{suffix}*")
+            .csv(path, pathGlobFilter="*.csv*")
         )
     if fmt == "json":
         return stream_reader.json(path)
     return stream_reader.parquet(path)
 
 
-def start(rows: DataFrame, *, output: str, late: str, rejected: str, checkpoint: str,
+def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: str,
           trigger: str, fmt: str = "jsonl"):  # fmt: skip
-    """Start writing a stream of rows; returns (StreamingQuery, BatchWriter)."""
-    writer = BatchWriter(output, late, rejected, fmt)
-    query = rows.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
+    """Start writing a stream's rows; returns (StreamingQuery, BatchWriter)."""
+    writer = BatchWriter(result, output, late, rejected, fmt)
+    query = result.rows.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
     if trigger == "available-now":
         query = query.trigger(availableNow=True)
     elif trigger == "once":

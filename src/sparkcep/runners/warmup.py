@@ -62,8 +62,10 @@ def record(verbose: bool = True) -> Path:
 def _representative_job(archive: str) -> None:
     import pandas as pd
 
-    from sparkcep.files import read_spark, write_spark
-    from sparkcep.runners.spark import run, spark_session
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark_files import read_spark, write_spark
+    from sparkcep.runners.spark_session import spark_session
 
     spark = spark_session(
         "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive}"}
@@ -87,7 +89,7 @@ def _representative_job(archive: str) -> None:
         ]
         for (name, query), out in zip(jobs, ("m.jsonl", "m.csv", "m.parquet")):
             source = read_spark(spark, f"{tmp}/{name}")
-            result = run(source.df, query, **source.options())
+            result = execute(source.df, query, Options(), **source.options())
             write_spark(result.unordered, f"{tmp}/{out}", order=result.order)
             write_spark(result.rejected, f"{tmp}/r.jsonl")
     # The archive is written when the JVM exits: close its stdin (the gateway then

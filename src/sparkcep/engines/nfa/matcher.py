@@ -1,4 +1,4 @@
-"""`nfa`: the SASE pattern engine (imprecise-timestamps.md §2.1; semantics in docs/semantics.md).
+"""The `nfa` matcher: the SASE pattern engine (imprecise-timestamps.md §2.1; semantics in docs/semantics.md).
 
 SEQ with negation anywhere, Kleene closure, cross conditions, a window and the three
 selection strategies, over an `EventTable` of one or more partitions.
@@ -16,23 +16,6 @@ linked list of nodes (SASE's shared match buffer) and its aggregates as running 
 Negations are checked by looking for a forbidding event between the neighbouring
 bound events. Runs are independent of each other, so the start events are processed in
 chunks, which bounds memory when skip-till-any Kleene patterns explode.
-
->>> import pandas as pd
->>> from sparkcep import match_local
->>> stream = pd.DataFrame({"type": list("ABBCD"), "ts": [1, 2, 3, 4, 5],
-...                        "node": [1, 1, 1, 1, 1], "task": [7, 0, 0, 7, 0],
-...                        "value": [0, 99, 98, 0, 50]})
->>> query = '''PATTERN SEQ(A a, B b, C c, D d)
-...            WHERE a.task = c.task AND b.node = a.node AND d.node = a.node
-...              AND b.value > 95 AND d.value <= 70
-...            STRATEGY {} WITHIN 15'''
->>> match_local(stream, query.format("SKIP_TILL_ANY_MATCH"))[["a", "b", "c", "d"]]
-   a  b  c  d
-0  0  1  3  4
-1  0  2  3  4
->>> match_local(stream, query.format("SKIP_TILL_NEXT_MATCH"))[["a", "b", "c", "d"]]
-   a  b  c  d
-0  0  1  3  4
 """
 
 from __future__ import annotations
@@ -41,11 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sparkcep.engines.arrays import ranges as _ranges
 from sparkcep.errors import SparkcepError
-from sparkcep.events import EventTable
-from sparkcep.expressions import Vec, truth
+from sparkcep.expressions import Vec, evaluate, truth
 from sparkcep.language import ast
 from sparkcep.plan import AGGREGATES, Condition, NegationCheck, Plan, PlanComponent
+from sparkcep.prep.table import EventTable
 
 START_CHUNK = 20_000  # start events per pass; runs never interact, so chunks are exact
 FRONTIER_LIMIT = 20_000_000  # partial matches alive at once before we give up clearly
@@ -130,17 +114,6 @@ class Matches:
         return len(self.first)
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For rows with [lo, hi): (row index repeated, each value in the range)."""
-    counts = np.maximum(hi - lo, 0)
-    total = int(counts.sum())
-    rows = np.repeat(np.arange(len(lo)), counts)
-    if total == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return rows, starts + np.arange(total)
-
-
 def _window_bounds(ts, seg_starts, seg_ends, w) -> tuple[np.ndarray, np.ndarray]:
     """Per event, the first position at or after ts + w and the first after ts - w, in
     its segment (or beyond it: callers clip).
@@ -195,7 +168,7 @@ class PatternMatcher:
         # Running accumulators per Kleene variable and attribute (avg = sum / non-nulls),
         # each kept once however many aggregates read it.
         self.accumulators: dict[str, dict[str, list[str]]] = {}
-        for need in plan.running:
+        for need in running_aggregates(plan):
             if not plan.component(need.var).kleene or need.func in ("count", "first", "last"):
                 continue
             funcs = self.accumulators.setdefault(need.var, {}).setdefault(need.attr, [])
@@ -508,14 +481,14 @@ class PatternMatcher:
         self,
         *,
         starts: np.ndarray | None = None,
-        emit_from: int = 0,
+        ends: np.ndarray | None = None,
         released: tuple[int | None, int | None] | None = None,
     ) -> Matches:
         """All matches, in output order.
 
-        `starts` (bool per event) limits which events may start a run; `emit_from` keeps
-        only matches whose last event is at or after that position (incremental use);
-        `released` = (after, upto) keeps, for a pattern with a negation at the end, the
+        `starts` (bool per event) limits which events may start a run; `ends` (bool per
+        event) which may end one (incremental use: the new events); `released` =
+        (after, upto) keeps instead, for a pattern with a negation at the end, the
         matches whose window closes in (after, upto] (None = unbounded).
         """
         first = self.positives[0]
@@ -526,7 +499,7 @@ class PatternMatcher:
         total = 0
         for lo in range(0, len(start_pos), START_CHUNK):
             F = self._run_chunk(start_pos[lo : lo + START_CHUNK])
-            F = self._emission(F, emit_from, released)
+            F = self._emission(F, ends, released)
             if len(F):
                 parts.append(F)
                 total += len(F)
@@ -579,12 +552,12 @@ class PatternMatcher:
             F = F.take(np.flatnonzero(ok))
         return F
 
-    def _emission(self, F: Frontier, emit_from: int, released) -> Frontier:
+    def _emission(self, F: Frontier, ends, released) -> Frontier:
         if not len(F):
             return F
         keep = np.ones(len(F), dtype=bool)
-        if emit_from > 0 and not (self.plan.has_trailing_negation and released is not None):
-            keep &= F.last >= emit_from
+        if ends is not None and not (self.plan.has_trailing_negation and released is not None):
+            keep &= ends[F.last]
         if self.plan.has_trailing_negation and released is not None:
             deadline = self.t.ts[F.first] + self.plan.window
             after, upto = released
@@ -657,8 +630,6 @@ class PatternMatcher:
         return [vals[bounds[i] : bounds[i + 1]] for i in range(n)]
 
     def _value(self, expr, F, rows, element_pos) -> Vec:
-        from sparkcep.expressions import evaluate
-
         return evaluate(expr, self._resolver(F, rows, None, None, element_pos), len(rows))
 
 
@@ -687,3 +658,29 @@ def find_matches(plan: Plan, table: EventTable, **kwargs) -> Matches:
     """Every match of `plan` in `table` (all partitions), in output order."""
     max_matches = kwargs.pop("max_matches", None)
     return PatternMatcher(plan, table, max_matches=max_matches).run(**kwargs)
+
+
+@dataclass(frozen=True)
+class AggregateNeed:
+    """A running aggregate the matcher carries for a Kleene variable."""
+
+    var: str
+    func: str
+    attr: str | None
+
+
+def running_aggregates(plan: Plan) -> tuple[AggregateNeed, ...]:
+    """The aggregates of Kleene variables that conditions and RETURN read."""
+    exprs = [c.expr for c in plan.conditions]
+    exprs += [e for n in plan.negations for e in n.conditions]
+    exprs += [r.expr for r in plan.returns]
+    needs: list[AggregateNeed] = []
+    for expr in exprs:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and node.name in AGGREGATES:
+                arg = node.args[0]
+                attr = arg.attr if isinstance(arg, ast.AttrRef) else None
+                need = AggregateNeed(arg.var, node.name, attr)  # type: ignore[union-attr]
+                if need not in needs:
+                    needs.append(need)
+    return tuple(needs)

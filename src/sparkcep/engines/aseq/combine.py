@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparkcep.events import EventTable
 from sparkcep.plan import Plan
 
 NO_WINDOW = np.iinfo(np.int64).max // 4
@@ -93,7 +92,7 @@ def channel(item) -> str:
 
 def channels_of(plan: Plan) -> list[str]:
     out = []
-    for item in plan.agg:
+    for item in plan.aggregate.items:
         if item.var is not None and channel(item) not in out:
             out.append(channel(item))
     return out
@@ -106,12 +105,6 @@ class Triggers:
     position: np.ndarray
     ts: np.ndarray
     group: np.ndarray
-
-
-def triggers(plan: Plan, table: EventTable, group_of_segment: np.ndarray) -> Triggers:
-    last = plan.positives[-1]
-    pos = np.flatnonzero(table.mask & last.bit)
-    return Triggers(pos, table.ts[pos], group_of_segment[table.segment[pos]])
 
 
 def combine(
@@ -158,7 +151,7 @@ def combine(
 
     out: dict[str, np.ndarray] = {}
     count = window_total(c.count)
-    for item in plan.agg:
+    for item in plan.aggregate.items:
         if item.func == "count":
             out[item.name] = count
             continue
@@ -261,35 +254,3 @@ def _sweep_extreme(func, cgroup, start, end, values, trig: Triggers, w) -> np.nd
             if heap:
                 result[i] = sign * heap[0][0]
     return result
-
-
-def enumerate_contributions(
-    plan: Plan, table: EventTable, stats: dict | None = None, **kwargs
-) -> Contributions:
-    """The two-step method: every match, from nfa, is one contribution."""
-    from sparkcep.engines.nfa import PatternMatcher
-
-    matcher = PatternMatcher(plan, table)
-    matches = matcher.run(**kwargs)
-    if stats is not None:
-        stats["partial_matches"] += matcher.partial_matches
-        stats["peak_partial"] = max(stats.get("peak_partial", 0), matcher.peak_frontier)
-        stats["matches"] += len(matches)
-    ones = np.ones(len(matches), dtype=np.int64)
-    out = Contributions(
-        table.segment[matches.first] if len(matches) else np.zeros(0, np.int64),
-        table.ts[matches.first],
-        table.ts[matches.last],
-        ones,
-    )
-    for ch in channels_of(plan):
-        var, attr = ch.split(".", 1)
-        col = table.columns[attr].take(matches.positions[var].astype(np.int64))
-        null = col.nulls()
-        values = col.values
-        out.sums[ch] = np.where(null, 0, values)
-        out.nonnull[ch] = (~null).astype(np.int64)
-        vf = values.astype(np.float64)
-        out.mins[ch] = np.where(null, np.inf, vf)
-        out.maxs[ch] = np.where(null, -np.inf, vf)
-    return out

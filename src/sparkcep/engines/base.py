@@ -1,0 +1,328 @@
+"""The one engine interface: an `Engine` compiles plans into a `Program`; runners drive
+programs and never name an engine.
+
+    plans ──choose──▶ Engine ──compile──▶ Program ──▶ process / advance / flush over
+                                                      time-sorted events of a partition
+
+A `Program` is built once and never changes (as FlinkCEP's compiled `NFA`); the state of
+one partition of the stream is a separate small value (as FlinkCEP's `NFAState`), so
+streaming stores state, not plans. A program declares everything a runner needs:
+
+- which events it wants: `signatures` (type + local conditions, one bit each: the mask
+  and the pushed-down filter), `keep_unmatched` (strict contiguity sees every event),
+  `columns()` it reads;
+- how the stream may be split: `partition_cols` (whole partitions on one worker),
+  `segment_cols` (what one run of the automaton or one set of counters sees), `reach`
+  (how far before and after its own events a time range must see, None = unbounded);
+- what it returns: `output`, the one output contract (the empty pandas frame, the Spark
+  schema, `explain` and the docs come from it), and `order`, the rows' order.
+
+Events given to `process` are in processing order (segment, time, tie-break, id), hold
+one or more segments, and are never older than what an earlier call saw of their
+segment; `owned` (a bool per row) says which events may anchor output (Spark's time
+ranges). `advance(state, to)` says no event before `to` will come; `flush` ends the
+stream. Each returns rows of `output`.
+
+The registry maps names to engines; `choose(plan)` is the only place an engine is chosen.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from sparkcep.errors import DataError, SparkcepError
+from sparkcep.plan import Options, Plan
+from sparkcep.prep.layout import RANGE
+from sparkcep.prep.mask import Signatures, components_mask
+from sparkcep.prep.table import MASK, frame_ticks, processing_order
+from sparkcep.schema import Kind
+
+QUERY = "query"  # the output column naming the query, when several run together
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    """One output column: a kind, or the type of an input column (`like`)."""
+
+    name: str
+    kind: Kind = "unknown"
+    is_list: bool = False
+    like: str | None = None  # an input column whose type this column has (time, key, id)
+
+
+PANDAS_DTYPES = {
+    "int": "Int64",
+    "float": "float64",
+    "bool": "boolean",
+    "timestamp": "datetime64[ns]",
+}
+
+
+def empty_frame(output: Sequence[OutputColumn], frame: pd.DataFrame | None) -> pd.DataFrame:
+    """No rows, with the output's columns and their types (from `frame` for `like`)."""
+    cols = {}
+    for col in output:
+        if col.is_list:
+            dtype: Any = object
+        elif col.like is not None:
+            dtype = frame[col.like].dtype if frame is not None and col.like in frame else object
+        else:
+            dtype = PANDAS_DTYPES.get(col.kind, object)
+        cols[col.name] = pd.Series([], dtype=dtype)
+    return pd.DataFrame(cols)
+
+
+def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """Rows sorted by `order` (lists of ids compare as tuples), stably."""
+    if len(frame) < 2:
+        return frame.reset_index(drop=True)
+    keys = []
+    for name in reversed(order):
+        values = frame[name]
+        if values.dtype == object and len(values) and isinstance(values.iloc[0], list):
+            values = values.map(tuple)
+        keys.append(pd.factorize(values, sort=True)[0])
+    return frame.iloc[np.lexsort(keys)].reset_index(drop=True)
+
+
+class Program(ABC):
+    """A compiled job: one or more plans that partition the stream alike."""
+
+    engine: ClassVar[str]
+
+    def __init__(self, plans: Sequence[Plan], names: Sequence[str | None], options: Options):
+        self.plans = tuple(plans)
+        self.options = options
+        # Names label the rows when several queries run together (compile_jobs names them).
+        self.names = tuple(names) if any(n is not None for n in names) else None
+        self.id_col = options.id_col  # runners set it (row numbers when the input has none)
+        self.signatures = Signatures(self.plans)
+        first = self.plans[0]
+        self.segment_cols: tuple[str, ...] = first.key
+        self.partition_cols: tuple[str, ...] = first.key
+        self.tiebreak = first.tiebreak
+        self.keep_unmatched = False
+
+    # ---- what the program needs and gives
+    @property
+    def reach(self) -> tuple[int | None, int | None]:
+        """Ticks a time range must see before and after its own events (None: all)."""
+        windows = [p.window for p in self.plans]
+        w = None if any(x is None for x in windows) else max(windows)  # type: ignore[type-var]
+        return w, w
+
+    @property
+    @abstractmethod
+    def output(self) -> tuple[OutputColumn, ...]: ...
+
+    @property
+    @abstractmethod
+    def order(self) -> tuple[str, ...]: ...
+
+    @property
+    def label(self) -> str:
+        """What a row is, for summaries: 'matches' or 'rows'."""
+        return "matches"
+
+    def attributes(self) -> tuple[str, ...]:
+        """Attribute columns the kernel reads."""
+        names: list[str] = []
+        for plan in self.plans:
+            names += plan.engine_attributes()
+        return tuple(dict.fromkeys(names))
+
+    def columns(self) -> tuple[str, ...]:
+        """Every input column the program reads (the filter's included)."""
+        opts = self.options
+        names = [*self.partition_cols, *self.segment_cols, opts.time_col]
+        names += [c for c in (self.tiebreak, self.id_col, opts.type_col) if c]
+        names += [c for c in (opts.time_end_col, opts.prob_col) if c]
+        names += self.attributes()
+        for plan in self.plans:
+            names += plan.local_attributes()
+        return tuple(dict.fromkeys(names))
+
+    def describe(self) -> list[tuple[str, str]]:
+        """Lines for `explain` that only this engine can say."""
+        return []
+
+    # ---- running
+    @abstractmethod
+    def new_state(self) -> Any: ...
+
+    @abstractmethod
+    def process(
+        self, state: Any, events: pd.DataFrame, *, owned: np.ndarray | None = None
+    ) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def advance(self, state: Any, to: int) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def flush(self, state: Any) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def is_empty(self, state: Any) -> bool: ...
+
+    def run(self, events: pd.DataFrame, *, owned: np.ndarray | None = None) -> pd.DataFrame:
+        """One shot over events in processing order: process, then flush."""
+        state = self.new_state()
+        out = self.process(state, events, owned=owned)
+        return self.concat([out, self.flush(state)], events)
+
+    # ---- helpers for programs
+    def sort_columns(self, segment_cols: Sequence[str] = ()) -> list[str]:
+        """Processing order: segment, time, tie-break, id."""
+        cols = [*(segment_cols or self.segment_cols), self.options.time_col]
+        if self.tiebreak:
+            cols.append(self.tiebreak)
+        cols.append(self.id_col or "")
+        return [c for c in cols if c]
+
+    def segments_of(self, events: pd.DataFrame) -> list[str]:
+        """The columns whose values tell the segments of `events`: a Spark time range
+        (RANGE), when the frame has one, then the segment columns."""
+        return [RANGE, *self.segment_cols] if RANGE in events.columns else list(self.segment_cols)
+
+    def in_order(self, events: pd.DataFrame) -> pd.DataFrame:
+        """`events` sorted into processing order (for callers that hold unsorted rows)."""
+        cols = [c for c in self.sort_columns(self.segments_of(events)) if c in events.columns]
+        return events.iloc[processing_order(events, cols)].reset_index(drop=True)
+
+    def mask(self, events: pd.DataFrame) -> np.ndarray:
+        """The shared component bitmask: computed upstream (MASK) or here."""
+        if MASK in events.columns:
+            return events[MASK].to_numpy(dtype=np.int64)
+        return components_mask(self.signatures, self.options.type_col, events)
+
+    def empty(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        return empty_frame(self.output, frame)
+
+    def concat(self, outs: list[pd.DataFrame], frame: pd.DataFrame | None) -> pd.DataFrame:
+        outs = [o for o in outs if len(o)]
+        if not outs:
+            return self.empty(frame)
+        return outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
+
+    def check_time_order(self, events: pd.DataFrame, latest: int | None) -> np.ndarray:
+        """The events' ticks; raises when they go back in time within a segment, or
+        behind what the state saw (`latest`)."""
+        ticks = frame_ticks(events, self.options.time_col)
+        if not len(ticks):
+            return ticks
+        if latest is not None and ticks.min() < latest:
+            raise DataError("a partition's events must arrive in time order")
+        if len(ticks) > 1:
+            back = np.diff(ticks) < 0
+            segments = self.segments_of(events)
+            if back.any() and segments:
+                same = np.ones(len(ticks) - 1, dtype=bool)
+                for c in segments:
+                    values = events[c].to_numpy()
+                    same &= values[1:] == values[:-1]
+                back &= same
+            if back.any():
+                raise DataError("a partition's events must arrive in time order")
+        return ticks
+
+
+class Engine(ABC):
+    """An algorithm that answers some plans; registered by name."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    # A few queries over columns type, ts, v, k, seq and id that exercise the engine:
+    # the conformance suite (`sparkcep.checks`) runs every check on them.
+    examples: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def reason(self, plan: Plan) -> str | None:
+        """None when this engine answers `plan`; otherwise why not (for `explain`)."""
+
+    @abstractmethod
+    def compile(
+        self, plans: Sequence[Plan], names: Sequence[str | None], options: Options
+    ) -> Program: ...
+
+    def applies_to(self, plan: Plan) -> bool:
+        """Whether `plan` is of the kind this engine is for (its reason is worth showing)."""
+        return True
+
+    def job_key(self, plan: Plan) -> tuple:
+        """Plans with equal keys run together in one program."""
+        return (plan.key, plan.tiebreak)
+
+
+ENGINES: dict[str, Engine] = {}
+
+
+def register(engine: Engine) -> Engine:
+    ENGINES[engine.name] = engine
+    return engine
+
+
+def choose(plan: Plan) -> Engine:
+    """The engine for a plan: the one `--algorithm` names, else the first registered one
+    that answers it."""
+    _load_engines()
+    wanted = plan.options.algorithm
+    if wanted is not None:
+        if wanted not in ENGINES:
+            raise SparkcepError(f"unknown algorithm '{wanted}' (known: {', '.join(ENGINES)})")
+        engine = ENGINES[wanted]
+        why = engine.reason(plan)
+        if why is not None:
+            raise SparkcepError(f"--algorithm {wanted} cannot answer this query: {why}")
+        return engine
+    reasons = []
+    for engine in ENGINES.values():
+        why = engine.reason(plan)
+        if why is None:
+            return engine
+        reasons.append(f"{engine.name}: {why}")
+    raise SparkcepError("no engine answers this query (" + "; ".join(reasons) + ")")
+
+
+def declined(plan: Plan, chosen: Engine) -> list[tuple[str, str]]:
+    """The engines tried before `chosen` and why they declined (for `explain`)."""
+    out = []
+    for engine in ENGINES.values():
+        if engine is chosen:
+            break
+        why = engine.reason(plan)
+        if why is not None and engine.applies_to(plan):
+            out.append((engine.name, why))
+    return out
+
+
+def compile_jobs(
+    plans: Sequence[Plan], names: Sequence[str | None], options: Options
+) -> list[Program]:
+    """Programs for a set of queries: one per engine and way of partitioning the stream."""
+    groups: dict[tuple, list[int]] = {}
+    engines: dict[tuple, Engine] = {}
+    for i, plan in enumerate(plans):
+        engine = choose(plan)
+        key = (engine.name, engine.job_key(plan))
+        groups.setdefault(key, []).append(i)
+        engines[key] = engine
+    several = len(plans) > 1 or any(n is not None for n in names)
+    labels = [n or f"q{i + 1}" for i, n in enumerate(names)] if several else list(names)
+    return [
+        engines[key].compile([plans[i] for i in idx], [labels[i] for i in idx], options)
+        for key, idx in groups.items()
+    ]
+
+
+def _load_engines() -> None:
+    """Import the engine packages (each registers itself)."""
+    if ENGINES:
+        return
+    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
+    import sparkcep.engines.aseq  # noqa: F401

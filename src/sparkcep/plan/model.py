@@ -1,0 +1,193 @@
+"""The plan: what a query means, independent of the engine that answers it.
+
+A `Plan` holds what every engine needs (components, conditions filed where they are
+checked, the partition key, the window, the strategy, RETURN columns) and, in `spec`, what
+only one family of engines reads (`AggregateSpec` for AGG queries). Engines decide from
+the plan whether they can answer it (`sparkcep.engines.choose`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparkcep.language import ast
+from sparkcep.schema import Kind
+
+STRATEGIES = ("STRICT_CONTIGUITY", "SKIP_TILL_NEXT_MATCH", "SKIP_TILL_ANY_MATCH")
+AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")  # over Kleene elements
+AGG_FUNCTIONS = ("count", "sum", "avg", "min", "max")  # of the AGG clause
+
+
+@dataclass(frozen=True)
+class Options:
+    """How events are read and how a run goes: built once, where the user's options
+    arrive (CLI, Python API), and carried by every plan.
+
+    Input: `time_col` (integers or timestamps), `type_col`, `id_col` (None: 0-based row
+    numbers in input order), `time_unit` of an integer time column (ns, us, ms or s),
+    `tiebreak` (a column ordering equal times, as ORDER BY ts, col), `time_end_col` (the
+    end of an interval time) and `prob_col` (an event's probability) for the engines
+    that read them. Run: `max_matches` (stop after this many matches), `algorithm`
+    (an engine by name, e.g. twostep; None: the best for the query), `sharing` of AGG
+    queries (prefix, chop or none).
+    """
+
+    time_col: str = "ts"
+    type_col: str = "type"
+    id_col: str | None = None
+    time_unit: str | None = None
+    tiebreak: str | None = None
+    time_end_col: str | None = None
+    prob_col: str | None = None
+    max_matches: int | None = None
+    algorithm: str | None = None
+    sharing: str = "prefix"
+
+
+@dataclass(frozen=True)
+class PlanComponent:
+    index: int  # position in SEQ(...); also the component's bit in the event bitmask
+    var: str
+    event_type: str | None  # None = ANY
+    negated: bool
+    kleene: bool
+    pos: int | None  # index among positive components
+    gap: int | None  # for a negated component: 0 = before the first positive, k = after last
+    local: tuple[ast.Expr, ...] = ()  # conjuncts on this component alone, element-wise
+    span: ast.Span = field(default_factory=ast.Span.unknown, compare=False, repr=False)
+
+    @property
+    def bit(self) -> int:
+        return 1 << self.index
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A conjunct that relates several variables, filed where an engine checks it."""
+
+    expr: ast.Expr
+    kind: str  # "bind" | "element" | "closure"
+    stage: int  # index of the positive component at which it is checked
+    variables: frozenset[str]
+    forall: frozenset[str]  # earlier Kleene variables referenced element-wise (checked ∀)
+    has_prev: bool = False
+
+
+@dataclass(frozen=True)
+class NegationCheck:
+    component: PlanComponent
+    conditions: tuple[ast.Expr, ...]  # conjuncts mentioning the negated variable, not local
+    stage: int | None  # check right after this positive binds; None: on the complete match
+
+    @property
+    def gap(self) -> int:
+        return self.component.gap  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ReturnColumn:
+    """A RETURN item: its output name, expression and kind."""
+
+    name: str
+    expr: ast.Expr
+    kind: Kind
+    is_list: bool  # a Kleene element reference: one value per element
+
+
+@dataclass(frozen=True)
+class AggItem:
+    """One aggregate of AGG: count, or sum/avg/min/max of a positive variable's attribute."""
+
+    name: str
+    func: str  # count | sum | avg | min | max
+    var: str | None = None
+    attr: str | None = None
+    kind: Kind = "int"
+
+    @property
+    def output_kind(self) -> Kind:
+        """COUNT and integer SUM/MIN/MAX are integers; AVG and float values are floats."""
+        if self.func == "count" or (self.kind == "int" and self.func != "avg"):
+            return "int"
+        return "float"
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """What an AGG query adds to its pattern (docs/aggregation.md)."""
+
+    items: tuple[AggItem, ...]
+    group_by: tuple[str, ...] = ()
+
+    def attributes(self) -> list[str]:
+        return [i.attr for i in self.items if i.attr is not None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    query: ast.Query
+    options: Options
+    components: tuple[PlanComponent, ...]
+    conditions: tuple[Condition, ...]
+    negations: tuple[NegationCheck, ...]
+    key: tuple[str, ...]
+    key_conditions: tuple[ast.Expr, ...]  # equalities the partitioning guarantees
+    window: int | None  # exclusive, in ticks of the time column
+    strategy: str
+    tiebreak: str | None
+    returns: tuple[ReturnColumn, ...]
+    time_kind: Kind
+    schema: dict[str, Kind] = field(default_factory=dict, compare=False)
+    warnings: tuple[str, ...] = ()
+    spec: AggregateSpec | None = None  # what one family of engines adds (AGG: aseq, twostep)
+
+    @property
+    def name(self) -> str | None:
+        return self.query.name
+
+    @property
+    def positives(self) -> tuple[PlanComponent, ...]:
+        return tuple(c for c in self.components if not c.negated)
+
+    @property
+    def negated(self) -> tuple[PlanComponent, ...]:
+        return tuple(c for c in self.components if c.negated)
+
+    @property
+    def has_trailing_negation(self) -> bool:
+        return any(n.gap == len(self.positives) for n in self.negations)
+
+    @property
+    def text(self) -> str:
+        return self.query.text
+
+    @property
+    def aggregate(self) -> AggregateSpec | None:
+        return self.spec if isinstance(self.spec, AggregateSpec) else None
+
+    def component(self, var: str) -> PlanComponent:
+        for c in self.components:
+            if c.var == var:
+                return c
+        raise KeyError(var)
+
+    def local_attributes(self) -> tuple[str, ...]:
+        """Attribute columns the local conjuncts read (the pushed-down filter)."""
+        names: list[str] = []
+        for comp in self.components:
+            for expr in comp.local:
+                names += [n.attr for n in ast.walk(expr) if isinstance(n, ast.AttrRef)]
+        return tuple(dict.fromkeys(names))
+
+    def engine_attributes(self) -> tuple[str, ...]:
+        """Attribute columns an engine reads (local conjuncts are evaluated before it)."""
+        names: list[str] = []
+        exprs = [c.expr for c in self.conditions]
+        exprs += [e for n in self.negations for e in n.conditions]
+        exprs += [r.expr for r in self.returns]
+        for expr in exprs:
+            names += [n.attr for n in ast.walk(expr) if isinstance(n, ast.AttrRef)]
+        if self.aggregate is not None:
+            names += self.aggregate.attributes()
+        names += self.key
+        return tuple(dict.fromkeys(names))

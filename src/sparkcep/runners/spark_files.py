@@ -1,0 +1,117 @@
+"""Event files as Spark DataFrames, and result files written by Spark (one file each)."""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkcep.errors import DataError
+from sparkcep.files import CORRUPT, count_rows, input_files, output_format
+
+# Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
+SPARK_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
+
+
+@dataclass
+class SparkInput:
+    """A DataFrame over event files, and how to read it on: the splits of the files in
+    input order (for row numbers) and whether its columns are text to type."""
+
+    df: object
+    split_cols: list
+    infer_types: bool
+
+    def options(self) -> dict:
+        return {"split_cols": self.split_cols, "infer_types": self.infer_types}
+
+
+def read_spark(spark, path: str, *, sep: str = ",") -> SparkInput:
+    """Event files as a Spark DataFrame. CSV is read as text in one pass (the column
+    types are inferred in the checking pass); malformed rows are kept for `rejected`."""
+    files, fmt = input_files(path)
+    if fmt == "csv":
+        # Without this, which rows count as malformed depends on the columns a query
+        # reads, and a row could be rejected by one pass and matched by another.
+        spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
+        header = _csv_header(files[0], sep)
+        fields = [T.StructField(name, T.StringType()) for name in header]
+        schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
+        df = (
+            spark.read.option("header", True)
+            .option("sep", sep)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .option("enforceSchema", False)
+            .schema(schema)
+            .csv(files)
+        )
+        infer = True
+    elif fmt == "json":
+        df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
+        infer = False
+    else:
+        df = spark.read.parquet(*files)
+        infer = False
+    split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
+    return SparkInput(df, split_cols, infer)
+
+
+def _csv_header(path: str, sep: str) -> list[str]:
+    import csv
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        row = next(csv.reader(f, delimiter=sep), None)
+    if not row:
+        raise DataError(f"the CSV file '{path}' is empty: it needs a header line")
+    return row
+
+
+def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:
+    """Write one file at `path` (Spark writes a folder of parts; we keep the one part),
+    its rows sorted by `order` (in the one partition: no range shuffle). Returns the
+    number of rows written, read off the file (no second Spark job)."""
+    fmt = output_format(path)
+    if fmt == "csv":
+        for field in df.schema.fields:
+            if isinstance(field.dataType, T.ArrayType | T.StructType | T.MapType):
+                df = df.withColumn(field.name, F.to_json(F.col(f"`{field.name}`")))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".sparkcep-", dir=str(target.parent))
+    try:
+        single = df.coalesce(1)
+        if order:
+            single = single.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])
+        if limit is not None:
+            single = single.limit(limit).coalesce(1)
+        writer = single.write.mode("overwrite")
+        if path.endswith(".gz"):
+            writer = writer.option("compression", "gzip")
+        if fmt == "json":
+            writer.option("ignoreNullFields", False).option(
+                "timestampFormat", SPARK_TIME_FORMAT
+            ).json(tmp + "/out")
+        elif fmt == "csv":
+            writer.option("header", True).csv(tmp + "/out")
+        else:
+            writer.parquet(tmp + "/out")
+        parts = sorted(p for p in glob.glob(tmp + "/out/part-*") if not p.endswith(".crc"))
+        if not parts:  # no rows: Spark may write no part file
+            if fmt == "parquet":
+                df.limit(0).toPandas().to_parquet(path, index=False)
+            else:
+                header = ",".join(df.columns) + "\n" if fmt == "csv" else ""
+                Path(path).write_text(header)
+            return 0
+        shutil.move(parts[0], path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return count_rows(path, fmt)

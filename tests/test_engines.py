@@ -1,0 +1,153 @@
+"""Every registered engine passes the shipped conformance suite (`sparkcep.checks`), on its
+own example queries and on random streams and queries (hypothesis), as River's
+test_estimators runs check_estimator over every estimator. The runners and the CLI name
+no engine: a test reads their imports."""
+
+from __future__ import annotations
+
+import ast as pyast
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import agg_queries, queries, streams
+from strategies import events_frame as frame
+
+from sparkcep import QueryError
+from sparkcep.checks import check_engine, compile_one, yield_checks
+from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.errors import DataError
+from sparkcep.plan import Options
+
+_load_engines()
+SRC = Path(__file__).parent.parent / "src" / "sparkcep"
+# Random queries for each engine (an engine that is not listed runs its examples only).
+QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_engine_passes_the_suite_on_its_examples(name):
+    engine = ENGINES[name]
+    assert engine.examples, f"{name} lists no example queries for the suite"
+    check_engine(engine)
+
+
+@pytest.mark.parametrize("name", [n for n in ENGINES if n in QUERY_STRATEGIES])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engine_passes_the_suite_on_random_queries(name, data):
+    events = frame(data.draw(streams()))
+    query = data.draw(QUERY_STRATEGIES[name]())
+    try:
+        program = compile_one(query, events, Options(id_col="id", algorithm=name))
+    except QueryError:
+        return
+    for check in yield_checks(ENGINES[name]):
+        check(program, events)
+
+
+def test_every_engine_is_registered_once_by_name():
+    assert set(ENGINES) >= {"nfa", "aseq", "twostep"}
+    assert all(engine.name == name for name, engine in ENGINES.items())
+
+
+def test_trailing_negation_waits_for_the_window():
+    # SEQ(A a, !X x) WITHIN 5: a at 1 is final once time reaches 6 without an X.
+    events = frame(
+        [
+            {"id": 0, "type": "A", "ts": 1, "v": 0, "k": 0, "seq": 0},
+            {"id": 1, "type": "A", "ts": 3, "v": 0, "k": 0, "seq": 0},
+            {"id": 2, "type": "X", "ts": 7, "v": 0, "k": 0, "seq": 0},
+            {"id": 3, "type": "B", "ts": 9, "v": 0, "k": 0, "seq": 0},
+        ]
+    )
+    program = compile_one("PATTERN SEQ(A a, !X x) WITHIN 5", events)
+    state = program.new_state()
+    assert len(program.process(state, events.iloc[:2])) == 0  # time 3: nothing is final yet
+    out = program.process(state, events.iloc[2:3])  # 7 passes 1 + 5; the X at 7 kills a at 3
+    assert out["a"].tolist() == [0]
+    assert len(program.process(state, events.iloc[3:])) == 0
+    assert len(program.flush(state)) == 0
+    # The same through advance: time 6 closes a's window, with nothing after a yet.
+    state = program.new_state()
+    program.process(state, events.iloc[:2])
+    assert program.advance(state, 6)["a"].tolist() == [0]
+
+
+@pytest.mark.parametrize("name", ["nfa", "aseq"])
+def test_every_engine_rejects_out_of_order_batches_the_same_way(name):
+    events = frame(
+        [
+            {"id": 0, "type": "A", "ts": 5, "v": 0, "k": 0, "seq": 0},
+            {"id": 1, "type": "A", "ts": 3, "v": 0, "k": 0, "seq": 0},
+        ]
+    )
+    query = "PATTERN SEQ(A a) WITHIN 3" + (" AGG COUNT" if name == "aseq" else "")
+    program = compile_one(query, events)
+    state = program.new_state()
+    program.process(state, events.iloc[:1])
+    with pytest.raises(DataError, match="time order"):
+        program.process(state, events.iloc[1:])
+
+
+def test_declared_output_matches_the_rows_of_both_engines():
+    events = frame(
+        [{"id": i, "type": "AB"[i % 2], "ts": i, "v": i, "k": 0, "seq": 0} for i in range(6)]
+    )
+    for query in (
+        "PATTERN SEQ(A a, B b) WITHIN 3 RETURN a.v AS x",
+        "PATTERN SEQ(A a, B b) AGG COUNT, SUM(a.v) AS s WITHIN 3",
+    ):
+        program = compile_one(query, events)
+        out = program.run(events)
+        assert list(out.columns) == [c.name for c in program.output]
+        assert len(out) > 0
+
+
+# ---- the runners know no engine ------------------------------------------------------------
+
+ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = pyast.parse(path.read_text())
+    names = set()
+    for node in pyast.walk(tree):
+        if isinstance(node, pyast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, pyast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted((SRC / "runners").glob("*.py")), SRC / "cli.py", SRC / "explain.py"],
+    ids=lambda p: p.name,
+)
+def test_runners_cli_and_explain_import_no_engine(path):
+    named = [m for m in _imports(path) if m.startswith(ENGINE_PACKAGES)]
+    assert not named, f"{path.name} imports {named}: go through sparkcep.engines.base"
+    text = path.read_text()
+    for engine in ENGINES:
+        assert f'"{engine}"' not in text, f"{path.name} branches on the engine '{engine}'"
+
+
+def test_kernels_never_import_pyspark():
+    for path in [
+        *(SRC / "engines").rglob("*.py"),
+        *(SRC / "prep").rglob("*.py"),
+        *(SRC / "plan").rglob("*.py"),
+    ]:
+        assert not any(m.startswith("pyspark") for m in _imports(path)), path
+
+
+def test_empty_frame_has_the_declared_kinds():
+    events = frame([{"id": 0, "type": "A", "ts": 1, "v": 1.0, "k": 0, "seq": 0}])
+    program = compile_one("PATTERN SEQ(A a, B b) WITHIN 3 RETURN a.v AS x", events)
+    empty = program.run(events.iloc[:0])
+    assert list(empty.columns) == ["start", "end", "a", "b", "x"]
+    assert isinstance(empty, pd.DataFrame) and empty["x"].dtype == "float64"
