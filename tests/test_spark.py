@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from helpers import rows_of
 
+from sparkcep.engines.base import ENGINES, _load_engines
 from sparkcep.runners.local import run_local
 from sparkcep.runners.spark import match, run
 from sparkcep.runners.spark_files import read_spark, write_spark
@@ -224,3 +225,27 @@ def test_out_of_range_times_are_rejected_by_spark(spark, tmp_path):
     result = run(source.df, query, **source.options())
     rejected = result.rejected.toPandas().sort_values("__row")
     check_times(result.matches.toPandas(), rejected)
+
+
+# ---- every registered engine: Spark equals local on its examples ---------------------
+
+_load_engines()
+ENGINE_EXAMPLES = [(name, q) for name, engine in ENGINES.items() for q in engine.examples]
+
+
+@pytest.fixture(scope="module")
+def engine_stream(spark):
+    from sparkcep.checks import random_events
+
+    pdf = random_events(n=300, seed=5)
+    return pdf, spark.createDataFrame(pdf.sample(frac=1.0, random_state=2)).repartition(3)
+
+
+@pytest.mark.parametrize(("name", "query"), ENGINE_EXAMPLES, ids=lambda x: str(x)[:40])
+def test_every_engine_spark_equals_local(engine_stream, name, query):
+    pdf, sdf = engine_stream
+    local = run_local(pdf, query, id_col="id", algorithm=name).matches
+    got = run(sdf, query, id_col="id", algorithm=name).rows.toPandas()
+    assert list(got.columns) == list(local.columns)
+    cols = list(local.columns)
+    assert sorted(rows_of(got, cols), key=str) == sorted(rows_of(local, cols), key=str)

@@ -139,7 +139,9 @@ class Plan:
     time_kind: Kind
     schema: dict[str, Kind] = field(default_factory=dict, compare=False)
     warnings: tuple[str, ...] = ()
-    spec: AggregateSpec | None = None  # what one family of engines adds (AGG: aseq, twostep)
+    # What one family of engines adds to the pattern (AggregateSpec for AGG: aseq,
+    # twostep); None for a plain pattern query. Engines test its type in `reason`.
+    spec: object | None = None
 
     @property
     def name(self) -> str | None:
