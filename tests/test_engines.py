@@ -151,3 +151,67 @@ def test_empty_frame_has_the_declared_kinds():
     empty = program.run(events.iloc[:0])
     assert list(empty.columns) == ["start", "end", "a", "b", "x"]
     assert isinstance(empty, pd.DataFrame) and empty["x"].dtype == "float64"
+
+
+# ---- a program's row checks send rows to the rejected output, in every runner --------------
+
+
+@pytest.fixture
+def checked_engine():
+    """The nfa engine, with one row check: v must not be negative."""
+    from sparkcep.engines.base import Engine, RowCheck, register
+    from sparkcep.engines.nfa import NfaProgram
+    from sparkcep.language import ast as qast
+
+    class CheckedProgram(NfaProgram):
+        def row_checks(self):
+            holds = qast.BinOp(">=", qast.AttrRef("e", "v"), qast.Literal(0))
+            return (RowCheck(holds, "v is negative"),)
+
+    class CheckedEngine(Engine):
+        name = "checked-nfa"
+
+        def reason(self, plan):
+            return None
+
+        def compile(self, plans, names, options):
+            return CheckedProgram(plans, names, options)
+
+    register(CheckedEngine())
+    yield "checked-nfa"
+    del ENGINES["checked-nfa"]
+
+
+ROWS = [
+    {"id": 0, "type": "A", "ts": 1, "v": 1.0},
+    {"id": 1, "type": "B", "ts": 2, "v": -5.0},
+    {"id": 2, "type": "B", "ts": 3, "v": 2.0},
+    {"id": 3, "type": "B", "ts": 4, "v": None},
+]
+
+
+def test_row_checks_reject_rows_locally(checked_engine):
+    from sparkcep import run_local
+
+    result = run_local(
+        pd.DataFrame(ROWS), "PATTERN SEQ(A a, B b) WITHIN 9", algorithm=checked_engine
+    )
+    assert result.matches["b"].tolist() == [2]
+    assert result.rejected["id"].tolist() == [1, 3]
+    assert result.rejected["reason"].tolist() == ["v is negative"] * 2
+
+
+@pytest.mark.spark
+def test_row_checks_reject_rows_in_spark(spark, checked_engine):
+    from sparkcep.runners.spark import run
+
+    result = run(
+        spark.createDataFrame(pd.DataFrame(ROWS)),
+        "PATTERN SEQ(A a, B b) WITHIN 9",
+        algorithm=checked_engine,
+    )
+    assert result.rows.toPandas()["b"].tolist() == [2]
+    rejected = result.rejected.toPandas().sort_values("id")
+    assert rejected["id"].tolist() == [1, 3]
+    assert set(rejected["reason"]) == {"v is negative"}
+    assert result.checked.rejected_count == 2

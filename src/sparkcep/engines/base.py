@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError, SparkcepError
+from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
 from sparkcep.prep.layout import RANGE
 from sparkcep.prep.mask import Signatures, components_mask
@@ -54,6 +55,19 @@ class OutputColumn:
     kind: Kind = "unknown"
     is_list: bool = False
     like: str | None = None  # an input column whose type this column has (time, key, id)
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """A condition every input row must meet for a program (a local expression over input
+    columns: `AttrRef`s name columns, SQL null logic, a row passes only when TRUE), and the
+    reason given to the rows that fail: every runner sends them to the rejected output.
+
+    E.g. an interval time: `RowCheck(ts_upper >= ts, "ts_upper is before ts")`.
+    """
+
+    holds: ast.Expr
+    reason: str
 
 
 PANDAS_DTYPES = {
@@ -151,6 +165,10 @@ class Program(ABC):
     def describe(self) -> list[tuple[str, str]]:
         """Lines for `explain` that only this engine can say."""
         return []
+
+    def row_checks(self) -> tuple[RowCheck, ...]:
+        """What an input row must meet besides a time and a type (none by default)."""
+        return ()
 
     # ---- running
     @abstractmethod
@@ -326,3 +344,21 @@ def _load_engines() -> None:
         return
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
     import sparkcep.engines.aseq  # noqa: F401
+
+
+def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:
+    """Per row, the reason of the first check it fails, or None."""
+    from sparkcep.expressions import column_vec, truth
+
+    reasons = np.full(len(frame), None, dtype=object)
+    cache: dict[str, Any] = {}
+
+    def resolve(node):
+        if node.attr not in cache:
+            cache[node.attr] = column_vec(frame[node.attr])
+        return cache[node.attr]
+
+    for check in checks:
+        ok = truth(check.holds, resolve, len(frame))
+        reasons[~ok & (reasons == None)] = check.reason  # noqa: E711 (elementwise)
+    return reasons

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, Program, compile_jobs, sort_rows
-from sparkcep.inputs import ROW, as_frame, schema_of, split_valid
+from sparkcep.engines.base import QUERY, Program, compile_jobs, failed_checks, sort_rows
+from sparkcep.inputs import REASON, ROW, as_frame, schema_of, split_valid
 from sparkcep.plan import Options, Plan, plan_queries
 
 
@@ -47,6 +47,13 @@ def execute_local(events, queries, options: Options) -> RunResult:
     )
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
+    checks = [c for program in programs for c in program.row_checks()]
+    if checks:
+        reasons = failed_checks(checks, valid)
+        failing = reasons != None  # noqa: E711 (elementwise)
+        more = valid[failing].assign(**{REASON: reasons[failing]})
+        rejected = pd.concat([rejected, more]).sort_values(ROW, kind="stable")
+        valid = valid[~failing]
     outs = [program.run(program.in_order(valid)) for program in programs]
     rows = merge_rows(programs, outs)
     if options.max_matches is not None:

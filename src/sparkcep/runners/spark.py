@@ -25,11 +25,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs
-from sparkcep.inputs import ROW
+from sparkcep.inputs import REASON, ROW
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.spark_expr import filter_column, mask_column
+from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import Checked, check_rows, schema_of, spark_type
 from sparkcep.runners.spark_session import spark_session
 
@@ -83,6 +83,7 @@ def execute(
     schema[options.time_col] = checked.time_kind
     plans, names = plan_queries(queries, schema, options)
     programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
+    checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
     if partitions is None:
         partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     outs, texts, parts = [], [], 0
@@ -100,6 +101,26 @@ def execute(
         plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs,
     )  # fmt: skip
+
+
+def _apply_row_checks(checked: Checked, checks) -> Checked:
+    """Rows that fail a program's checks leave the valid rows for the rejected ones."""
+    if not checks:
+        return checked
+    reason = F.lit(None).cast("string")
+    for check in reversed(checks):
+        reason = F.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason).otherwise(
+            reason
+        )
+    staged = checked.valid.withColumn(REASON, reason)
+    failing = staged.filter(F.col(REASON).isNotNull()).drop(TICKS)
+    rejected = checked.rejected.unionByName(failing, allowMissingColumns=True)
+    return replace(
+        checked,
+        valid=staged.filter(F.col(REASON).isNull()).drop(REASON),
+        rejected=rejected,
+        rejected_count=checked.rejected_count + failing.count(),
+    )
 
 
 def _laid_out(program: Program, checked: Checked, partitions: int) -> tuple[DataFrame, Layout]:

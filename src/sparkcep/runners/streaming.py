@@ -43,7 +43,7 @@ from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
-from sparkcep.runners.spark_expr import filter_column, mask_column
+from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import kind_of_spark, schema_of
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
@@ -201,6 +201,8 @@ def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
         .when(type_missing, F.lit(f"{type_col} is missing"))
     )
+    for check in program.row_checks():
+        reason = reason.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason)
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
     sdf = sdf.withColumn(REASON, reason).withColumn(TICKS, ticks).withColumn(MASK, mask)
