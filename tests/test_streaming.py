@@ -278,7 +278,7 @@ def test_a_bad_cell_in_a_streamed_file_is_a_rejected_row(spark, tmp_path):
     late_file = folder / "part-002.csv"
     lines = late_file.read_text().splitlines()
     lines[1] = lines[1].split(",", 2)[0] + ",A,soon," + lines[1].split(",", 3)[3]
-    lines[2] = ",".join(lines[2].split(",")[:4] + ["many"])
+    lines[2] = ",".join([*lines[2].split(",")[:4], "many"])
     late_file.write_text("\n".join(lines) + "\n")
     in_order(folder)
     query = "PATTERN SEQ(A a, B b, C c) WHERE [k] AND a.v < c.v WITHIN 400 ms"
