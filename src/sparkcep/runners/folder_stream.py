@@ -57,6 +57,7 @@ class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.format = options["format"]
         self.sep = options.get("sep", ",")
         self.columns = json.loads(options["columns"])
+        self.headerless = options.get("headerless", "false") == "true"
         self.max_files = int(options.get("maxFilesPerTrigger", 0)) or None
         self.target: dict | None = None
 
@@ -83,7 +84,8 @@ class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition):
         path = os.path.join(self.folder, partition.value)
-        yield from _batches(path, self.format, self.sep, self.columns)
+        header = self.columns if self.headerless else None
+        yield from _batches(path, self.format, self.sep, self.columns, header)
 
     def commit(self, end: dict) -> None:
         pass
@@ -100,18 +102,18 @@ def _offset(item: tuple[int, str]) -> dict:
     return {"mtime": item[0], "name": item[1]}
 
 
-def _batches(path: str, fmt: str, sep: str, columns: list[str]):
+def _batches(path: str, fmt: str, sep: str, columns: list[str], header: list[str] | None):
     """A file's rows as Arrow record batches of the stream's columns (text, but parquet)."""
     if fmt == "parquet":
         table = pq.read_table(path)
         yield from table.select([c for c in columns if c in table.column_names]).to_batches()
         return
-    rows = _text_rows(path, fmt, sep, columns)
+    rows = _text_rows(path, fmt, sep, header)
     data = {c: [r.get(c) for r in rows] for c in columns}
     yield pa.RecordBatch.from_pydict(data, schema=pa.schema([(c, pa.string()) for c in columns]))
 
 
-def _text_rows(path: str, fmt: str, sep: str, columns: list[str]) -> list[dict]:
+def _text_rows(path: str, fmt: str, sep: str, header: list[str] | None) -> list[dict]:
     """Rows of a CSV or JSON lines file as text cells (a JSON value that is not text is
     written as JSON); a line that cannot be read becomes a row of nulls, counted as
     malformed by the checks downstream (its time is missing)."""
@@ -119,7 +121,7 @@ def _text_rows(path: str, fmt: str, sep: str, columns: list[str]) -> list[dict]:
     with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as f:
         if fmt == "csv":
             reader = csv.reader(f, delimiter=sep)
-            header = next(reader, [])
+            header = header or next(reader, [])
             return [dict(zip(header, _cells(values))) for values in reader]
         out = []
         for line in f:
@@ -160,28 +162,28 @@ class FolderSource(DataSource):
 # ---- the stream's types, decided once ------------------------------------------------------
 
 
-def stream_types(folder: str, fmt: str, sep: str, checkpoint: str | None) -> dict[str, str]:
+def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None) -> dict[str, str]:
     """Column -> Spark type name: read from the checkpoint, or decided from the files
     present now (and written there)."""
     saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
     if saved is not None and saved.exists():
         return json.loads(saved.read_text())
     files, _ = input_files(folder)
-    types = _decide_types(files, fmt, sep)
+    types = _decide_types(files, fmt, sep, header)
     if saved is not None:
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(types))
     return types
 
 
-def _decide_types(files: list[str], fmt: str, sep: str) -> dict[str, str]:
+def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str]:
     if fmt == "parquet":
         schema = pq.read_schema(files[0])
         return {f.name: _arrow_kind(f.type) for f in schema}
     rows: list[dict] = []
     columns: list[str] = []
     for path in files:
-        batch = _text_rows(path, fmt, sep, [])
+        batch = _text_rows(path, fmt, sep, header)
         if not columns:
             columns = list(batch[0]) if batch else []
         rows += batch
@@ -216,12 +218,12 @@ def _arrow_kind(t: pa.DataType) -> str:
     return "string"
 
 
-def read_folder(spark, folder: str, fmt: str, *, sep: str, max_files: int | None,
-                checkpoint: str | None) -> tuple[DataFrame, dict[str, str]]:  # fmt: skip
+def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | None,
+                max_files: int | None, checkpoint: str | None):  # fmt: skip
     """The folder as a streaming DataFrame of text columns (typed columns for parquet),
     and the types its columns are read as (`typed_stream` applies them)."""
     spark.dataSource.register(FolderSource)
-    types = stream_types(folder, fmt, sep, checkpoint)
+    types = stream_types(folder, fmt, sep, columns, checkpoint)
     if fmt == "parquet":
         schema = T.StructType([T.StructField(c, spark_type(_kind_of(t))) for c, t in types.items()])
     else:
@@ -232,6 +234,7 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, max_files: int | None
         .option("format", fmt)
         .option("sep", sep)
         .option("columns", json.dumps(list(types)))
+        .option("headerless", "true" if columns else "false")
         .option("schema", schema.simpleString())
     )
     if max_files:

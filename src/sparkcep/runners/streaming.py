@@ -452,8 +452,9 @@ class BatchWriter:
 # ---- sources and running ----------------------------------------------------------------
 
 
-def read_stream(spark, path: str, *, sep: str = ",", max_files: int | None = None,
-                checkpoint: str | None = None, rows_per_second: int = 100):  # fmt: skip
+def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None = None,
+                max_files: int | None = None, checkpoint: str | None = None,
+                rows_per_second: int = 100):  # fmt: skip
     """A folder of event files as a stream (`folder_stream`: files in order of modification
     time, then name; types decided once and kept in `checkpoint`), or Spark's rate source
     when `path` is 'rate' (types A, B, C in turn, for demos)."""
@@ -471,7 +472,9 @@ def read_stream(spark, path: str, *, sep: str = ",", max_files: int | None = Non
     if not os.path.isdir(path):
         raise DataError(f"the input '{path}' is not a folder: a stream reads a folder of files")
     _, fmt = input_files(path)
-    df, types = read_folder(spark, path, fmt, sep=sep, max_files=max_files, checkpoint=checkpoint)
+    df, types = read_folder(
+        spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint
+    )
     return StreamSource(df, types)
 
 
