@@ -66,7 +66,7 @@ def test_explain_says_engine_key_filter_and_conditions():
     assert "partitioned by k" in text
     assert "a: type = 'A' AND (a.v > 3)" in text
     assert "(b.v > a.v): checked when b binds" in text
-    assert "5000" in text
+    assert "5 s (last.ts - first.ts < the window, 5000 ticks)" in text
 
 
 def test_explain_strict_contiguity_keeps_every_event():

@@ -209,7 +209,7 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
         rows=len(result.matches),
         label=result.label,
         engine_seconds=engine_seconds,
-        warnings=[w for p in result.plans for w in p.warnings],
+        warnings=result.warnings,
         capped=options.max_matches is not None and len(result.matches) >= options.max_matches,
     )
 
@@ -257,7 +257,7 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         partitions=f"{result.partitions:,} Spark partitions ({result.layout})",
         rows=n_rows,
         label=result.label,
-        warnings=[w for p in result.plans for w in p.warnings] + [str(w.message) for w in caught],
+        warnings=result.warnings() + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
     )
 
@@ -310,19 +310,21 @@ def explain(
     from sparkcep.explain import explain_queries
 
     text = _pick(_query_text(query), name)
-    schema = None
-    if input is not None:
-        from sparkcep.files import read_pandas
-        from sparkcep.inputs import ROW, schema_of, split_valid
-
-        frame = read_pandas(input, **_reading(sep, columns))
-        valid, _ = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
-        schema = schema_of(valid.drop(columns=[ROW]))
+    schema = valid = None
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
     )  # fmt: skip
-    out.print(explain_queries(text, schema, options), highlight=False, markup=False)
+    if input is not None:
+        from sparkcep.files import read_pandas
+        from sparkcep.inputs import ROW, schema_of, split_valid
+        from sparkcep.runners.local import type_column
+
+        frame = read_pandas(input, **_reading(sep, columns))
+        types = type_column(frame.columns, text, options)
+        valid, _ = split_valid(frame, time_col=time_col, type_col=types, id_col=id_col)
+        schema = schema_of(valid.drop(columns=[ROW]))
+    out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
 
 
 @dataclass
@@ -412,9 +414,8 @@ def stream(
         fmt,
     )
     with err.status("starting Spark") as status:
-        writer, progress = _stream(
-            text, input, options, lateness, sinks, (master, max_files, sep, timeout), status
-        )
+        run_opts = (master, max_files, _reading(sep, columns), timeout)
+        writer, progress = _stream(text, input, options, lateness, sinks, run_opts, status)
     _print_stream_summary(writer, progress, sinks, time.time() - started)
 
 
@@ -459,6 +460,12 @@ def _print_stream_summary(writer, progress, sinks: StreamSinks, seconds: float):
         n = writer.totals[kind]
         label = "late events" if kind == "late" else "rejected"
         table.add_row(label, f"{n:,}" + (f"  -> {folder}" if n else ""))
+    if writer.held:
+        table.add_row(
+            "pending",
+            f"{writer.held:,} events held until the watermark passes them (a later event "
+            "releases them and their matches)",
+        )
     table.add_row("seconds", f"{seconds:.2f}")
     durations = [p["durationMs"].get("triggerExecution", 0) for p in progress]
     if durations:

@@ -7,6 +7,7 @@ from sparkcep.engines.base import choose as choose_engine
 from sparkcep.engines.base import compile_jobs, declined
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan, plan_queries
+from sparkcep.timeunits import describe_duration
 
 
 def _component(c) -> str:
@@ -16,18 +17,19 @@ def _component(c) -> str:
     return f"{kind}+ {c.var}[]" if c.kleene else f"{kind} {c.var}"
 
 
-def explain_queries(queries, schema=None, options: Options | None = None) -> str:
-    """Every query of a text (or file), one block each."""
+def explain_queries(queries, schema=None, options: Options | None = None, events=None) -> str:
+    """Every query of a text (or file), one block each. With `events` (the valid rows of
+    the input, pandas), what hinges on the data is said too: ties, types that never occur."""
     options = options or Options()
     plans, names = plan_queries(queries, schema, options)
     blocks = []
     for plan, name in zip(plans, names):
-        text = explain_plan(plan)
+        text = explain_plan(plan, events)
         blocks.append(f"query      {name}\n{text}" if name else text)
     return "\n\n".join(blocks)
 
 
-def explain_plan(plan: Plan) -> str:
+def explain_plan(plan: Plan, events=None) -> str:
     """Describe a plan.
 
     >>> from sparkcep.plan import analyze
@@ -35,7 +37,7 @@ def explain_plan(plan: Plan) -> str:
     pattern    SEQ(A a, !X x, B b)
     engine     nfa: SASE automaton, all runs at once over numpy columns
     strategy   skip-till-any-match (every combination)
-    window     10 (last.ts - first.ts < 10, in the time column's ticks)
+    window     10 ticks (last.ts - first.ts < the window)
     key        k: the stream is partitioned by k (from a.k = x.k, a.k = b.k)
     filter     an event reaches the engine only if it can match a component:
                  a: type = 'A' AND (a.v > 3)
@@ -66,14 +68,39 @@ def explain_plan(plan: Plan) -> str:
     lines += [line for line in described if line[0] != "strategy"]
     lines.append(("output", ", ".join(c.name for c in program.output)))
     lines += [("warning", w) for w in plan.warnings]
+    lines += [("warning", w) for w in _data_warnings(plan, program, events)]
     return _layout(lines)
+
+
+def _data_warnings(plan: Plan, program, events) -> list[str]:
+    """What the input data makes worth saying: ties (without a tie-break), types no event has."""
+    from dataclasses import replace
+
+    from sparkcep.engines.base import tie_warning
+    from sparkcep.inputs import ROW
+    from sparkcep.runners.local import unknown_types
+
+    if events is None:
+        return []
+    out = []
+    if not plan.tiebreak:
+        (counted,) = compile_jobs([plan], [None], replace(plan.options, id_col=ROW))
+        tied = counted.tied_events(counted.in_order(events))
+        out += [tie_warning(tied)] if tied else []
+    if plan.options.type_col in events.columns:
+        out += unknown_types([plan], set(events[plan.options.type_col].unique()))
+    return out
 
 
 def _window(plan: Plan) -> tuple[str, str]:
     if plan.window is None:
         return ("window", "none (state is not bounded)")
-    w = plan.window
-    return ("window", f"{w} (last.ts - first.ts < {w}, in the time column's ticks)")
+    unit = "us" if plan.time_kind == "timestamp" else plan.options.time_unit
+    if plan.query.within is not None and plan.query.within.unit is not None and unit is None:
+        unit = "s"  # a unit without data to check it against: the window is in seconds
+    text = describe_duration(plan.window, unit)
+    ticks = f", {plan.window} ticks" if unit is not None else ""
+    return ("window", f"{text} (last.ts - first.ts < the window{ticks})")
 
 
 def _key(plan: Plan) -> tuple[str, str]:

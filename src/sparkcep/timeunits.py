@@ -54,3 +54,22 @@ def window_ticks(amount: float, unit: str | None, target: str | None) -> int:
     if not value < WINDOW_LIMIT:  # also inf, from WITHIN 1e400
         return WINDOW_LIMIT
     return math.ceil(value - 1e-9)
+
+
+def describe_duration(ticks: int, unit: str | None) -> str:
+    """A window of `ticks` in the largest unit that writes it exactly, e.g. '7 days';
+    `unit` is what one tick is (None: plain ticks of no unit).
+
+    >>> describe_duration(604_800_000_000, "us"), describe_duration(1500, "ms")
+    ('7 days', '1500 ms')
+    >>> describe_duration(11, None)
+    '11 ticks'
+    """
+    if unit is None:
+        return f"{ticks} ticks"
+    nanos = ticks * NANOS[unit]
+    for name in ("days", "h", "min", "s", "ms", "us", "ns"):
+        if nanos % NANOS[name] == 0 and nanos >= NANOS[name]:
+            amount = nanos // NANOS[name]
+            return f"{amount} {'day' if name == 'days' and amount == 1 else name}"
+    return f"{ticks} {unit}"

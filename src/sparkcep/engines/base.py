@@ -228,6 +228,21 @@ class Program(ABC):
             return self.empty(frame)
         return outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
 
+    def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
+        """How many of the events this program sees share their instant (time, and the
+        tie-break column when there is one) with another of their partition: equal times
+        are never in sequence, which a user may not expect (docs/semantics.md)."""
+        if not len(events):
+            return 0
+        seen = np.ones(len(events), bool) if self.keep_unmatched else self.mask(events) != 0
+        if owned is not None:
+            seen &= owned
+        cols = [*self.segments_of(events), self.options.time_col]
+        cols += [self.tiebreak] if self.tiebreak else []
+        frame = events.loc[seen, cols].assign(__one=1)
+        sizes = frame.groupby(cols, dropna=False, sort=False)["__one"].transform("size")
+        return int((sizes > 1).sum())
+
     def check_time_order(self, events: pd.DataFrame, latest: int | None) -> np.ndarray:
         """The events' ticks; raises when they go back in time within a segment, or
         behind what the state saw (`latest`)."""
@@ -362,3 +377,10 @@ def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray
         ok = truth(check.holds, resolve, len(frame))
         reasons[~ok & pd.isna(reasons)] = check.reason
     return reasons
+
+
+def tie_warning(tied: int) -> str:
+    return (
+        f"{tied:,} events share a time with another event of the same partition; equal "
+        "times are never in sequence — add ORDER BY ts, col (or --tiebreak col) to order them"
+    )

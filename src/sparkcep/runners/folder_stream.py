@@ -39,6 +39,7 @@ from sparkcep.inputs import NULL_TOKENS, numeric_columns
 from sparkcep.runners.spark_rows import spark_type
 
 TYPES_FILE = "sparkcep-types.json"
+SEEN_FILE = "sparkcep-files-read.txt"
 SAMPLE_ROWS = 10_000
 
 
@@ -52,6 +53,10 @@ def listing(folder: str, fmt: str) -> list[tuple[int, str]]:
 
 
 class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets name the files of each micro-batch, so a batch re-run after a crash reads
+    the same files; the files already read are kept in the checkpoint folder (a file is
+    read once, even if it is touched again)."""
+
     def __init__(self, options: dict):
         self.folder = options["path"]
         self.format = options["format"]
@@ -59,28 +64,32 @@ class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = json.loads(options["columns"])
         self.headerless = options.get("headerless", "false") == "true"
         self.max_files = int(options.get("maxFilesPerTrigger", 0)) or None
-        self.target: dict | None = None
+        self.seen_file = options.get("seen") or None
+        self.seen = _read_seen(self.seen_file)
+        self.target: set[str] | None = None
 
     def initialOffset(self) -> dict:
-        return {"mtime": -1, "name": ""}
+        return {"batch": 0, "files": []}
 
     def getDefaultReadLimit(self):
         return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        files = listing(self.folder, self.format)
-        self.target = _offset(files[-1]) if files else self.initialOffset()
+        self.target = {name for _, name in listing(self.folder, self.format)}
 
     def latestOffset(self, start: dict, limit) -> dict:
-        files = self._after(start)
+        done = self.seen | set(start["files"])
+        files = [name for _, name in listing(self.folder, self.format) if name not in done]
         if self.target is not None:
-            files = [f for f in files if f <= _key(self.target)]
+            files = [name for name in files if name in self.target]
         if isinstance(limit, ReadMaxFiles):
             files = files[: limit.max_files]
-        return _offset(files[-1]) if files else start
+        if not files:
+            return start
+        return {"batch": int(start["batch"]) + 1, "files": files}
 
     def partitions(self, start: dict, end: dict):
-        return [InputPartition(name) for _, name in self._after(start) if (_, name) <= _key(end)]
+        return [InputPartition(name) for name in end["files"]]
 
     def read(self, partition):
         path = os.path.join(self.folder, partition.value)
@@ -88,18 +97,18 @@ class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from _batches(path, self.format, self.sep, self.columns, header)
 
     def commit(self, end: dict) -> None:
-        pass
-
-    def _after(self, start: dict) -> list[tuple[int, str]]:
-        return [f for f in listing(self.folder, self.format) if f > _key(start)]
-
-
-def _key(offset: dict) -> tuple[int, str]:
-    return (int(offset["mtime"]), str(offset["name"]))
+        new = [name for name in end["files"] if name not in self.seen]
+        self.seen.update(new)
+        if self.seen_file and new:
+            Path(self.seen_file).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.seen_file, "a") as f:
+                f.writelines(name + "\n" for name in new)
 
 
-def _offset(item: tuple[int, str]) -> dict:
-    return {"mtime": item[0], "name": item[1]}
+def _read_seen(path: str | None) -> set[str]:
+    if not path or not os.path.exists(path):
+        return set()
+    return {line.rstrip("\n") for line in open(path) if line.strip()}
 
 
 def _batches(path: str, fmt: str, sep: str, columns: list[str], header: list[str] | None):
@@ -235,6 +244,7 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
         .option("sep", sep)
         .option("columns", json.dumps(list(types)))
         .option("headerless", "true" if columns else "false")
+        .option("seen", str(Path(checkpoint) / SEEN_FILE) if checkpoint else "")
         .option("schema", schema.simpleString())
     )
     if max_files:

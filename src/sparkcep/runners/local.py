@@ -6,13 +6,21 @@ events ─check rows─▶ valid ─plan─▶ programs (one per engine and part
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, Program, compile_jobs, failed_checks, sort_rows
+from sparkcep.engines.base import (
+    QUERY,
+    Program,
+    compile_jobs,
+    failed_checks,
+    sort_rows,
+    tie_warning,
+)
 from sparkcep.inputs import REASON, ROW, as_frame, numeric_columns, schema_of, split_valid
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
@@ -27,6 +35,7 @@ class RunResult:
     events_read: int
     programs: list[Program] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the user should know of the run
 
     @property
     def plan(self) -> Plan:
@@ -62,11 +71,35 @@ def execute_local(events, queries, options: Options) -> RunResult:
         rejected = pd.concat([r for r in (rejected, more) if len(r)])
         rejected = rejected.sort_values(ROW, kind="stable")
         valid = valid[~failing]
-    outs = [program.run(program.in_order(valid)) for program in programs]
+    outs, tied = [], 0
+    for program in programs:
+        events = program.in_order(valid)
+        outs.append(program.run(events))
+        tied = max(tied, program.tied_events(events))
     rows = merge_rows(programs, outs)
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
-    return RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+    warnings_ = [w for p in plans for w in p.warnings]
+    if tied and not any(p.tiebreak for p in plans):
+        warnings_.append(tie_warning(tied))
+    if options.type_col in valid.columns:
+        warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
+    result = RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+    result.warnings = warnings_
+    return result
+
+
+def unknown_types(plans: list[Plan], present: set) -> list[str]:
+    """A warning for each component type that no input event has, with the closest one."""
+    out = []
+    named = dict.fromkeys(c.event_type for p in plans for c in p.components if c.event_type)
+    for name in named:
+        if name in present:
+            continue
+        close = difflib.get_close_matches(name, [str(t) for t in present], n=1, cutoff=0.6)
+        hint = f"; the closest type in the input is '{close[0]}'" if close else ""
+        out.append(f"no event has the type '{name}'{hint}: its component never matches")
+    return out
 
 
 def _first_reason(columns: list[pd.Series], n: int) -> np.ndarray:

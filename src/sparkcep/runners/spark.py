@@ -20,16 +20,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import QUERY, Program, compile_jobs
+from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
 from sparkcep.inputs import REASON, ROW
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.local import type_column
+from sparkcep.runners.local import type_column, unknown_types
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
 from sparkcep.runners.spark_session import spark_session
@@ -48,6 +49,17 @@ class SparkRun:
     order: list[str] = field(default_factory=list)
     max_matches: int | None = None
     programs: list[Program] = field(default_factory=list)
+    tied: Accumulator | None = None  # events sharing an instant, counted as the rows are made
+
+    def warnings(self) -> list[str]:
+        """What the user should know of the run (after the rows were computed)."""
+        out = [w for p in self.plans for w in p.warnings]
+        tied = self.tied.value if self.tied is not None else 0
+        if tied and not any(p.tiebreak for p in self.plans):
+            out.append(tie_warning(tied))
+        if self.checked.types is not None:
+            out += unknown_types(self.plans, self.checked.types)
+        return out
 
     @property
     def plan(self) -> Plan:
@@ -89,10 +101,11 @@ def execute(
     if partitions is None:
         partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     outs, texts, parts = [], [], 0
+    tied = df.sparkSession.sparkContext.accumulator(0)
     for program in programs:
         events, layout = _laid_out(program, checked, partitions)
         schema_out = output_schema(program, checked.valid.schema)
-        outs.append(events.mapInPandas(ProgramMapper(program, layout), schema_out))
+        outs.append(events.mapInPandas(ProgramMapper(program, layout, tied), schema_out))
         texts.append(layout.text)
         parts += layout.parts
     rows = outs[0]
@@ -101,7 +114,7 @@ def execute(
     order = [QUERY] if len(programs) > 1 else list(programs[0].order)
     return SparkRun(
         plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
-        options.max_matches, programs,
+        options.max_matches, programs, tied,
     )  # fmt: skip
 
 
@@ -197,9 +210,10 @@ class ProgramMapper:
 
     CHUNK_ROWS = 500_000
 
-    def __init__(self, program: Program, layout: Layout):
+    def __init__(self, program: Program, layout: Layout, tied: Accumulator | None = None):
         self.program = program
         self.layout = layout
+        self.tied = tied
         self.segment_cols = [*([RANGE] if layout.ranged else []), *program.segment_cols]
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -234,6 +248,8 @@ class ProgramMapper:
             ticks = frame[TICKS].to_numpy()
             mine = owned(self.layout, ticks, frame[RANGE].to_numpy(dtype=np.int64))
         out = self.program.run(frame, owned=mine)
+        if self.tied is not None:
+            self.tied.add(self.program.tied_events(frame, owned=mine))
         if len(out):
             yield out
 

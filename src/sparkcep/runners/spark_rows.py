@@ -64,6 +64,7 @@ class Checked:
     # Text columns read as numbers although a few cells are not: column -> the column
     # holding the cell as read (a query that reads the column rejects those rows).
     coerced: dict[str, str] = field(default_factory=dict)
+    types: set | None = None  # the event types that occur (None: no type column)
 
 
 def check_rows(
@@ -137,6 +138,7 @@ def check_rows(
         max(tmaxs) if tmaxs else None,
         "timestamp" if time_kind == "timestamp" else "int",
         coerced,
+        {t for r in stats for t in r["types"]} if type_col is not None else None,
     )
 
 
@@ -172,6 +174,8 @@ class _Reasons:
 
     def aggregates(self) -> list[Column]:
         aggs = [F.count(F.lit(1)).alias("n")]
+        if self.type_col is not None:  # which types occur (a query may name one that doesn't)
+            aggs.append(F.collect_set(F.col(f"`{self.type_col}`").cast("string")).alias("types"))
         for kind in self.candidates:
             bad = self.reason(kind).isNotNull()
             aggs += [

@@ -49,7 +49,8 @@ from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
 KEY = "__key"
-KIND = "kind"  # match | late | rejected
+KIND = "kind"  # match | late | rejected | pending
+PENDING = "__pending"  # kind pending: events of the key held until the watermark passes
 EVENT = "__e_"  # prefix of the input columns of late and rejected rows
 STATE = T.StructType([T.StructField("blob", T.BinaryType())])
 
@@ -195,7 +196,8 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     ]
     rows_schema = T.StructType(
         [T.StructField(KIND, T.StringType()), *out_fields, *event_fields,
-         T.StructField(REASON, T.StringType())]
+         T.StructField(REASON, T.StringType()), T.StructField(KEY, T.StringType()),
+         T.StructField(PENDING, T.LongType())]
     )  # fmt: skip
     step = StreamStep(
         program, nanos, list(input_schema.names), prepared.raw, rows_schema.fieldNames()
@@ -321,6 +323,7 @@ class StreamStep:
     so that workers can import it), over the program compiled once on the driver."""
 
     def __init__(self, program: Program, nanos_per_tick: int, input_columns, raw, names):
+        self.timestamps = program.plans[0].time_kind == "timestamp"
         self.program = program
         self.nanos_per_tick = nanos_per_tick
         self.input_columns = list(input_columns)
@@ -348,8 +351,10 @@ class StreamStep:
             late = (ticks < watermark) if has_watermark else np.zeros(len(new), dtype=bool)
             if late.any():
                 bad = new[late].copy()
+                when = self._time_text
                 bad[REASON] = [
-                    f"event time {t} is before the watermark {watermark} (allowed lateness passed)"
+                    f"event time {when(t)} is before the watermark {when(watermark)} "
+                    "(its allowed lateness has passed)"
                     for t in ticks[late]
                 ]
                 out.append(self._events("late", bad))
@@ -369,7 +374,10 @@ class StreamStep:
                 out.append(self._matches(program.process(program_state, released)))
         if has_watermark:
             out.append(self._matches(program.advance(program_state, watermark)))
-        waiting = pending is not None and len(pending)
+        waiting = 0 if pending is None else len(pending)
+        out.append(
+            self._shaped(pd.DataFrame({KIND: ["pending"], KEY: [key[0]], PENDING: [waiting]}))
+        )
         if not waiting and program.is_empty(program_state):
             state.remove()
         else:
@@ -379,6 +387,12 @@ class StreamStep:
         for frame in out:
             if len(frame):
                 yield frame
+
+    def _time_text(self, ticks: int) -> str:
+        """A time as the user reads it: ISO 8601 for timestamps, else the number."""
+        if self.timestamps:
+            return pd.Timestamp(int(ticks), unit="us").isoformat() + "Z"
+        return str(int(ticks))
 
     def _matches(self, rows: pd.DataFrame) -> pd.DataFrame:
         return self._shaped(rows.assign(**{KIND: "match"}))
@@ -422,9 +436,17 @@ class BatchWriter:
         self.names = {f"{EVENT}{c}": c for c in result.input_columns}
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
+        self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
+
+    @property
+    def held(self) -> int:
+        """Events held in the state until the watermark passes them (at the last batch)."""
+        return sum(self.pending.values())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         rows = df.toPandas()
+        marks = rows[rows[KIND] == "pending"]
+        self.pending.update(zip(marks[KEY], marks[PENDING].astype(int)))
         for kind, folder in self.folders.items():
             frame = rows[rows[KIND] == kind][self.columns[kind]].rename(columns=self.names)
             lines = json_lines(frame)

@@ -1,0 +1,72 @@
+"""Results that hinge on something easy to miss are said in words: equal times, a type
+no event has (issue 8: 42,068 of the stock trades share a millisecond; `Taskstart` for
+`TaskStart` silently gave 0 matches)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_cli import sparkcep
+
+from sparkcep import run_local
+
+EVENTS = pd.DataFrame(
+    {
+        "type": ["TaskStart", "CPU", "TaskStart", "CPU", "CPU"],
+        "ts": [1, 1, 2, 3, 3],
+        "seq": [0, 1, 0, 0, 1],
+        "k": [0, 0, 1, 1, 1],
+    }
+)
+TIES = "events share a time with another event of the same partition"
+
+
+def test_ties_are_counted_among_the_events_a_query_sees_per_partition():
+    # Unkeyed: the CPU at 1 ties with the TaskStart at 1, and the two CPUs at 3 tie.
+    warnings = run_local(EVENTS, "PATTERN SEQ(TaskStart a, CPU b) WITHIN 5").warnings
+    assert [w for w in warnings if TIES in w] == [
+        f"4 {TIES}; equal times are never in sequence — add ORDER BY ts, col (or --tiebreak col) to order them"
+    ]
+    # Keyed by k, the same: (k=0: 1, 1), (k=1: 3, 3).
+    keyed = run_local(EVENTS, "PATTERN SEQ(TaskStart a, CPU b) WHERE [k] WITHIN 5").warnings
+    assert any(w.startswith(f"4 {TIES}") for w in keyed)
+    # A query that only sees CPUs sees one tie (the two at 3); with a tie-break, none.
+    assert any(
+        w.startswith(f"2 {TIES}") for w in run_local(EVENTS, "PATTERN SEQ(CPU b) WITHIN 5").warnings
+    )
+    ordered = run_local(EVENTS, "PATTERN SEQ(TaskStart a, CPU b) WITHIN 5 ORDER BY ts, seq")
+    assert not any(TIES in w for w in ordered.warnings)
+
+
+def test_a_type_no_event_has_is_named_with_the_closest_one():
+    result = run_local(EVENTS, "PATTERN SEQ(Taskstart a, CPU b) WITHIN 5")
+    assert len(result.matches) == 0
+    assert (
+        "no event has the type 'Taskstart'; the closest type in the input is 'TaskStart': "
+        "its component never matches"
+    ) in result.warnings
+
+
+@pytest.mark.spark
+def test_spark_runs_give_the_same_warnings(spark):
+    from sparkcep.runners.spark import run
+
+    for query in (
+        "PATTERN SEQ(Taskstart a, CPU b) WITHIN 5",
+        "PATTERN SEQ(TaskStart a, CPU b) WHERE [k] WITHIN 5",
+    ):
+        local = run_local(EVENTS, query).warnings
+        result = run(spark.createDataFrame(EVENTS), query)
+        result.rows.count()  # the warnings count what the run saw
+        assert sorted(result.warnings()) == sorted(local)
+
+
+def test_the_cli_summary_and_explain_say_it(tmp_path):
+    events = tmp_path / "events.csv"
+    EVENTS.to_csv(events, index=False)
+    query = "PATTERN SEQ(Taskstart a, CPU b) WITHIN 5"
+    done = sparkcep("run", query, "--input", events, "--output", tmp_path / "m.jsonl", "--local")
+    assert done.returncode == 0, done.stderr
+    assert TIES in done.stderr and "closest type in the input is 'TaskStart'" in done.stderr
+    explained = sparkcep("explain", query, "--input", events)
+    assert TIES in explained.stdout and "'Taskstart'" in explained.stdout
