@@ -113,6 +113,8 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
         if expr.name == "abs":
             inner = evaluate(expr.args[0], resolve, n)
             return Vec(np.abs(inner.values), inner.null)
+        if expr.name == "coalesce":
+            return _coalesce([evaluate(arg, resolve, n) for arg in expr.args])
         return resolve(expr)
     if isinstance(expr, ast.Negate):
         inner = evaluate(expr.operand, resolve, n)
@@ -144,6 +146,18 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
                 )
         return _arithmetic(expr.op, left, right, null)
     raise TypeError(f"cannot evaluate {expr!r}")
+
+
+def _coalesce(args: list[Vec]) -> Vec:
+    """The first non-null value of each row (null when all are null), as SQL's coalesce."""
+    result = args[0]
+    for other in args[1:]:
+        if result.null is None:
+            break
+        null = result.null
+        values = np.where(null, other.values, result.values)
+        result = Vec(values, None if other.null is None else null & other.null)
+    return result
 
 
 def _logic(op: str, a: Vec, b: Vec) -> Vec:

@@ -94,6 +94,11 @@ class TypeChecker:
                 raise self.error(
                     f"{name}() takes an attribute of a variable, e.g. {name}(b.price)", arg.span
                 )
+        elif name == "coalesce":
+            if not node.args:
+                raise self.error("coalesce() takes one or more values", node.span)
+            for arg in node.args:
+                self._check_expr(arg, allow_var=False)
         elif name in SCALAR_FUNCTIONS:
             if len(node.args) != 1:
                 raise self.error(f"{name}() takes one argument", node.span)
@@ -105,7 +110,7 @@ class TypeChecker:
                 node.span,
             )
         else:
-            known = ", ".join(("prev", *AGGREGATES, *SCALAR_FUNCTIONS))
+            known = ", ".join(("prev", *AGGREGATES, *SCALAR_FUNCTIONS, "coalesce"))
             raise self.error(f"unknown function '{name}' (known: {known})", node.span)
 
     def _attr_kind(self, attr: str) -> Kind:
@@ -122,8 +127,8 @@ class TypeChecker:
         if isinstance(expr, ast.VarRef):
             return "unknown"
         if isinstance(expr, ast.Call):
-            if expr.name == "count":
-                return "int"
+            if expr.name in ("count", "coalesce"):
+                return self._coalesce_type(expr) if expr.name == "coalesce" else "int"
             arg_kind = self._type(expr.args[0])
             if expr.name in ("sum", "avg", "abs") and arg_kind not in (*NUMERIC, "unknown"):
                 raise self.error(f"{expr.name}() needs numbers, not {arg_kind}", expr.span)
@@ -177,6 +182,20 @@ class TypeChecker:
                 return "unknown"
             return "int"
         raise self.error("unsupported expression", expr.span)
+
+    def _coalesce_type(self, expr: ast.Call) -> Kind:
+        """coalesce(x, y, ...): the first non-null value; its arguments share one kind."""
+        kinds = [self._type(arg) for arg in expr.args]
+        known = [k for k in kinds if k != "unknown"]
+        for kind in known[1:]:
+            if not comparable(known[0], kind):
+                raise self.error(
+                    f"coalesce() takes values of one kind, not {_a(known[0])} and {_a(kind)}",
+                    expr.span,
+                )
+        if not known:
+            return "unknown"
+        return "float" if "float" in known and set(known) <= set(NUMERIC) else known[0]
 
     def _refs(self, expr: ast.Expr) -> Refs:
         refs = Refs()

@@ -36,6 +36,8 @@ def to_column(expr: ast.Expr) -> Column:
         return F.col(f"`{expr.attr}`")
     if isinstance(expr, ast.Call) and expr.name == "abs":
         return F.abs(to_column(expr.args[0]))
+    if isinstance(expr, ast.Call) and expr.name == "coalesce":
+        return F.coalesce(*[to_column(arg) for arg in expr.args])
     if isinstance(expr, ast.Negate):
         return F.negative(to_column(expr.operand))
     if isinstance(expr, ast.Not):
