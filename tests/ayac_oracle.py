@@ -72,35 +72,27 @@ def _n_product(negs, t):
     return out
 
 
-def segment_score(rates, links, residual, T: float, cells: int = 4000) -> float:
-    """Π ε × the integral over the links' lengths (midpoint rule with exact cell masses);
-    links: [(law, negatives)], residual: negatives over what is left of T."""
+def segment_score(rates, links, residual, T: float) -> float:
+    """Π ε × the integral over the links' lengths; links: [(law, negatives)], residual:
+    the negatives over what is left of T. Nested midpoint rules with exact cell masses
+    (each inner integral on its own grid over [0, what is left])."""
     factor = math.prod(rates) if rates else 1.0
-    if not links:
-        return float(_n_product(residual, np.array(T)))
     if len(links) == 1 and not links[0][1] and not residual:
         return factor * float(links[0][0].cdf(T))
-    m = len(links)
-    n = {1: cells, 2: 1200, 3: 120}[m]
-    grid = np.linspace(0.0, T, n + 1)
-    mids = (grid[1:] + grid[:-1]) / 2
-    weights = []
-    for law, negs in links:
-        weights.append(np.diff(law.cdf(grid)) * _n_product(negs, mids))
-    if m == 1:
-        total = np.sum(weights[0] * _n_product(residual, T - mids))
-    elif m == 2:
-        s = mids[:, None] + mids[None, :]
-        inside = s < T
-        rest = _n_product(residual, np.where(inside, T - s, 0.0))
-        total = np.sum(weights[0][:, None] * weights[1][None, :] * rest * inside)
-    else:
-        s = mids[:, None, None] + mids[None, :, None] + mids[None, None, :]
-        inside = s < T
-        rest = _n_product(residual, np.where(inside, T - s, 0.0))
-        w = weights[0][:, None, None] * weights[1][None, :, None] * weights[2][None, None, :]
-        total = np.sum(w * rest * inside)
-    return factor * float(total)
+    cells = {0: 1, 1: 20_000, 2: 1_200, 3: 120}[len(links)]
+    return factor * float(_integral(links, residual, np.array(float(T)), cells))
+
+
+def _integral(links, residual, T: np.ndarray, cells: int) -> np.ndarray:
+    """∫_0^T f(ℓ) Π S^N(ℓ) · (the rest over T − ℓ) dℓ for the first link, recursively."""
+    if not links:
+        return _n_product(residual, T)
+    law, negs = links[0]
+    grid = T[..., None] * np.linspace(0.0, 1.0, cells + 1)
+    mids = (grid[..., 1:] + grid[..., :-1]) / 2
+    weights = np.diff(law.cdf(grid), axis=-1) * _n_product(negs, mids)
+    rest = _integral(links[1:], residual, T[..., None] - mids, cells)
+    return np.sum(weights * rest, axis=-1)
 
 
 # ---- expressions (SQL three-valued logic, coalesce) -------------------------------------------
@@ -246,9 +238,19 @@ def _matches(comp: ast.Component, event: dict, q: _Query) -> bool:
     return all(_eval(e, {comp.var: event}) is True for e in q.local[comp.var])
 
 
+_SEGMENTS: dict[tuple, float] = {}
+
+
 def _segment(q: _Query, a: int, b: int, T: float) -> float:
     """The score of the run of missing components between observed positives a and b
-    (a = −1: from the window's start)."""
+    (a = −1: from the window's start), memoised."""
+    key = (id(q), a, b, T)
+    if key not in _SEGMENTS:
+        _SEGMENTS[key] = _integrate(q, a, b, T)
+    return _SEGMENTS[key]
+
+
+def _integrate(q: _Query, a: int, b: int, T: float) -> float:
     pos = q.positives
     missing = range(a + 1, b)
 
@@ -277,6 +279,7 @@ def oracle_paths(events: list[dict], text: str, id_col: str = "id") -> list[dict
     out = []
     for part in parts.values():
         out += _paths_in(part, q, id_col)
+    _SEGMENTS.clear()
     return out
 
 

@@ -197,16 +197,12 @@ class _ToAst(Transformer):
         return "agg_clause", _span(meta), {"aggregates": tuple(children)}
 
     def missing_clause(self, meta, children):
-        if len(children) == 1 and isinstance(children[0], ast.Literal):
-            rates = (ast.MissingRate(None, children[0].value, span=children[0].span),)
-        else:
-            rates = tuple(children)
         span = _span(meta)
-        return "missing_clause", span, {"missing_rates": rates, "missing_span": span}
+        return "missing_clause", span, {"missing_rates": tuple(children), "missing_span": span}
 
     def rate_item(self, meta, children):
         var, value = children
-        return ast.MissingRate(str(var), value.value, span=_span(meta))
+        return ast.MissingRate(None if var is None else str(var), value.value, span=_span(meta))
 
     def delay_clause(self, meta, children):
         span = _span(meta)

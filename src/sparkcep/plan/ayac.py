@@ -139,14 +139,20 @@ class AyacClauses:
 
     # ---- clauses
     def _missing_rates(self, comps, rates, sources):
-        names = {c.var for c in comps}
-        seen: set[str] = set()
-        for item in self.query.missing_rates:
+        names = [c.var for c in comps]
+        seen: set[str | None] = set()
+        items = self.query.missing_rates
+        for item in items:
             if not 0.0 <= item.rate <= 1.0:
                 raise self.error(
                     f"a miss rate is a probability between 0 and 1, not {item.rate:g}", item.span
                 )
+        # One rate for every component first, then the components named.
+        for item in sorted(items, key=lambda i: i.var is not None):
             if item.var is None:
+                if None in seen:
+                    raise self.error("the miss rate of every component is given twice", item.span)
+                seen.add(None)
                 for var in names:
                     rates[var] = float(item.rate)
                     sources[f"rate {var}"] = "query"

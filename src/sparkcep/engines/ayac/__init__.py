@@ -10,6 +10,9 @@ automaton (`automaton`) scores their product; arrival queues with upper bounds
 (`queues`) and backward generation with early pruning (`generate`) find every path whose
 score reaches the threshold. docs/ayac.md has the details and the choices made.
 
+The package's modules import without registering the engine (the query analysis reads
+the delay laws); `engine` registers it, as `engines.base._load_engines` does.
+
 The shoplifting example (§2.2): an item read at the shelf (A) and at the exit (C)
 without a read at the checkout (B) in between. Tag 1 was read at the checkout; tag 2
 was not — stolen, or its checkout read was missed:
@@ -34,52 +37,4 @@ infers x missing scores about 0.09, below the threshold.)
 
 from __future__ import annotations
 
-from sparkcep.engines.ayac.automaton import SkipAutomaton
-from sparkcep.engines.ayac.program import AyacProgram, AyacState
-from sparkcep.engines.base import Engine, register
-from sparkcep.plan.ayac import AyacSpec
-
-__all__ = ["AyacEngine", "AyacProgram", "AyacSpec", "AyacState", "SkipAutomaton"]
-
-
-class AyacEngine(Engine):
-    """Pattern queries over lossy streams: MISSING RATE, DELAY, THRESHOLD, USING MODEL.
-    A plain pattern query (no such clause) runs here too with --algorithm ayac: nothing
-    is missed, every match has probability 1."""
-
-    name = "ayac"
-    summary = "AYAC: matches with missed events and their probability (PAQ/NAQ, §3 scores)"
-    examples = (
-        "PATTERN SEQ(A a, B b, C c) WHERE [k] AND a.v <= c.v WITHIN 6 "
-        "MISSING RATE 0.2 THRESHOLD 0.05",
-        "PATTERN SEQ(A a, !B x, C c) WITHIN 5 MISSING RATE 0.3 DELAY c EXPONENTIAL(2) "
-        "THRESHOLD 0.1",
-        "PATTERN SEQ(!D x, A a, B b) WHERE [k] WITHIN 4 MISSING RATE a 0.4, x 0.2 "
-        "DELAY x UNIFORM(0, 3) THRESHOLD 0.15",
-        "PATTERN SEQ(A a, B b, C c) WHERE c.v = coalesce(a.v, c.v) WITHIN 5 "
-        "MISSING RATE a 0.5, b 0.5 THRESHOLD 0.2 RETURN a.v AS av",
-        "PATTERN SEQ(A a, !C y, B b) WHERE [k] AND y.v = a.v WITHIN 4 ORDER BY ts, seq "
-        "MISSING RATE 0.25 THRESHOLD 0.1",
-    )
-
-    def applies_to(self, plan) -> bool:
-        return isinstance(plan.spec, AyacSpec)
-
-    def reason(self, plan) -> str | None:
-        if plan.spec is not None and not isinstance(plan.spec, AyacSpec):
-            return "it answers pattern queries, and this one has AGG"
-        if plan.window is None:
-            return "it needs a WITHIN window"
-        if any(c.kleene for c in plan.components):
-            return "it has no Kleene closure"
-        if plan.strategy != "SKIP_TILL_ANY_MATCH":
-            return "it scores every combination (SKIP_TILL_ANY_MATCH only)"
-        if plan.has_trailing_negation:
-            return "its matches end with an observed positive (no negation at the end)"
-        return None
-
-    def compile(self, plans, names, options) -> AyacProgram:
-        return AyacProgram(plans, names, options)
-
-
-register(AyacEngine())
+__all__: list[str] = []

@@ -58,7 +58,9 @@ def describe_plan(plan: Plan, nfa: SkipAutomaton) -> list[tuple[str, str]]:
         (
             "missing",
             "a variable inferred missing has null attributes and a null id; a condition "
-            "that is null because it mentions one holds",
+            "that is null while it mentions one holds; a negated event rules a path out "
+            "when it lies between the observed events around its place (after the "
+            "window's start when none is before it)",
         )
     )
     return lines

@@ -32,7 +32,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 def _phi(z: np.ndarray) -> np.ndarray:
     """The standard normal CDF, to the precision of math.erf."""
     z = np.asarray(z, dtype=np.float64)
-    return 0.5 * (1.0 + _erf(z / math.sqrt(2.0)).astype(np.float64))
+    return 0.5 * (1.0 + np.asarray(_erf(z / math.sqrt(2.0)), dtype=np.float64))
 
 
 class Law:
