@@ -164,6 +164,20 @@ def test_a_missed_positive_scores_eps_times_F():
     assert out["probability"].iloc[0] == pytest.approx(0.1 * (1 - math.exp(-1.5)), rel=1e-12)
 
 
+def test_segments_apart_multiply():
+    # b and d missed, apart: the path's probability is S^P_b(t_c − t_a) · S^P_d(t_e − t_c).
+    events = pd.DataFrame({"type": list("ACE"), "ts": [0, 3, 9]})
+    out = match_local(
+        events,
+        "PATTERN SEQ(A a, B b, C c, D d, E e) WITHIN 20 MISSING RATE 0.3 "
+        "DELAY b EXPONENTIAL(2), d UNIFORM(0, 8) THRESHOLD 0.0",
+    )
+    row = out[out["a"].notna() & out["c"].notna()]
+    assert row["missing"].tolist() == [["b", "d"]]
+    expected = 0.3 * (1 - math.exp(-3 / 2)) * 0.3 * (6 / 8)
+    assert row["probability"].iloc[0] == pytest.approx(expected, rel=1e-12)
+
+
 def shoplifting_reads():
     # Tag 1 pays (read at B), tag 2 is read at A and C only, tag 3 only at C.
     return pd.DataFrame(

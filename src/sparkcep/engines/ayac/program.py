@@ -119,6 +119,15 @@ class AyacProgram(Program):
                     )
         return tuple(cols.values())
 
+    def empty(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        key = None if frame is None else tuple(
+            str(frame[c.like].dtype) if c.like in frame else None for c in self.output
+        )  # fmt: skip
+        cache = self.__dict__.setdefault("_empties", {})
+        if key not in cache:
+            cache[key] = super().empty(frame)
+        return cache[key].copy()
+
     def describe(self) -> list[tuple[str, str]]:
         from sparkcep.engines.ayac.describe import describe_plan
 
@@ -256,10 +265,13 @@ class AyacProgram(Program):
 
 def _ids(ids: pd.Series, rows: np.ndarray):
     """The ids at frame rows (−1: none, null)."""
-    values = ids.iloc[np.maximum(rows, 0)].reset_index(drop=True)
-    if pd.api.types.is_integer_dtype(values.dtype):
-        return values.astype("Int64").mask(rows < 0)
-    return values.astype(object).where(rows >= 0, None)
+    none = rows < 0
+    if pd.api.types.is_integer_dtype(ids.dtype) and not ids.hasnans:
+        values = ids.to_numpy(dtype=np.int64)[np.maximum(rows, 0)]
+        return pd.arrays.IntegerArray(values, none)
+    values = ids.to_numpy(dtype=object)[np.maximum(rows, 0)]
+    values[none] = None
+    return values
 
 
 def _typed(values: list, kind):

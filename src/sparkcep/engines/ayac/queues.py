@@ -28,7 +28,6 @@ Both are column-wise here: a queue is the time-ordered arrivals of every partiti
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 
 def search_in_ranges(
@@ -51,6 +50,29 @@ def search_in_ranges(
         go_right &= active
         lo = np.where(go_right, mid + 1, lo)
         hi = np.where(active & ~go_right, mid, hi)
+
+
+def block_maxima(u: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Within each run of equal (nondecreasing) `group`, the maximum of u up to each
+    entry (prefix) and from it on (suffix), exactly: one running maximum over the whole
+    array of integer keys (group, rank of u), which restarts at each group.
+
+    >>> p, s = block_maxima(np.array([0.3, 0.1, 0.5, 0.2, 0.4]), np.array([0, 0, 0, 1, 1]))
+    >>> p.tolist(), s.tolist()
+    ([0.3, 0.3, 0.5, 0.2, 0.4], [0.5, 0.5, 0.5, 0.4, 0.4])
+    """
+    n = len(u)
+    if not n:
+        return u.copy(), u.copy()
+    order = np.argsort(u, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    by_rank = u[order]
+    key = group * n + rank
+    prefix = by_rank[np.maximum.accumulate(key) - group * n]
+    back = (group[-1] - group[::-1]) * n + rank[::-1]
+    suffix = by_rank[(np.maximum.accumulate(back) - (group[-1] - group[::-1]) * n)][::-1]
+    return prefix, suffix
 
 
 class _Queue:
@@ -106,9 +128,7 @@ class ArrivalQueue(_Queue):
                 (self.seg[1:] != self.seg[:-1]) | (self.block[1:] != self.block[:-1])
             )
         self.group = group
-        series = pd.Series(self.u)
-        self.prefix = series.groupby(group).cummax().to_numpy()
-        self.suffix = series[::-1].groupby(group[::-1]).cummax().to_numpy()[::-1]
+        self.prefix, self.suffix = block_maxima(self.u, group)
         starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if n else np.zeros(0, int)
         self.group_start = starts[group] if n else group
 
