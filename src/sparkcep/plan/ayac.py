@@ -302,5 +302,7 @@ class AyacClauses:
                         f"the model '{path}' has a bad delay for '{var}': {error}", span
                     ) from None
                 sources[f"law {var}"] = "model"
-            if entry.get("fit"):
-                fits[var] = str(entry["fit"])
+            if isinstance(entry.get("fit"), dict):
+                from sparkcep.engines.ayac.fitting import fit_summary
+
+                fits[var] = fit_summary(entry["fit"])
