@@ -175,7 +175,7 @@ def fit_law(sample: np.ndarray, choice: str = "auto") -> tuple[Law, dict]:
     else:
         raise ValueError(f"cannot fit a {choice} law to these gaps")
     fit = {
-        "n": int(len(x)),
+        "n": len(x),
         "law": chosen,
         "ks": ks_distance(x, law) if chosen == "empirical" else scores[chosen],
         "critical_5pct": critical,

@@ -253,7 +253,9 @@ class AyacProgram(Program):
         for p, comp in enumerate(plan.positives):
             out[comp.var] = _ids(ids, np.where(bind[:, p] >= 0, row[np.maximum(bind[:, p], 0)], -1))
         names = [c.var for c in plan.positives]
-        out[MISSING] = [[names[p] for p in range(k) if b[p] < 0] for b in bind.tolist()]
+        code = ((bind < 0).astype(np.int64) << np.arange(k, dtype=np.int64)).sum(axis=1)
+        lists = {int(c): [names[p] for p in range(k) if c >> p & 1] for c in np.unique(code)}
+        out[MISSING] = [lists[c].copy() for c in code.tolist()]
         out[PROBABILITY] = paths.score.astype(np.float64)
         if plan.returns:
             resolve = path_resolver(table, {c.var: c.pos for c in plan.positives}, bind)
