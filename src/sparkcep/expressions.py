@@ -110,12 +110,12 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
     if isinstance(expr, ast.AttrRef):
         return resolve(expr)
     if isinstance(expr, ast.Call):
-        if expr.name == "abs":
-            inner = evaluate(expr.args[0], resolve, n)
-            return Vec(np.abs(inner.values), inner.null)
-        if expr.name == "coalesce":
-            return _coalesce([evaluate(arg, resolve, n) for arg in expr.args])
-        return resolve(expr)
+        from sparkcep.functions import FUNCTIONS  # (functions builds on Vec, defined here)
+
+        if expr.name in FUNCTIONS:
+            args = [evaluate(a, resolve, n) for a in expr.args]
+            return FUNCTIONS[expr.name].apply(args)
+        return resolve(expr)  # prev() and aggregates: the engine knows them
     if isinstance(expr, ast.Negate):
         inner = evaluate(expr.operand, resolve, n)
         return Vec(-inner.values, inner.null)
@@ -146,18 +146,6 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
                 )
         return _arithmetic(expr.op, left, right, null)
     raise TypeError(f"cannot evaluate {expr!r}")
-
-
-def _coalesce(args: list[Vec]) -> Vec:
-    """The first non-null value of each row (null when all are null), as SQL's coalesce."""
-    result = args[0]
-    for other in args[1:]:
-        if result.null is None:
-            break
-        null = result.null
-        values = np.where(null, other.values, result.values)
-        result = Vec(values, None if other.null is None else null & other.null)
-    return result
 
 
 def _logic(op: str, a: Vec, b: Vec) -> Vec:

@@ -11,16 +11,23 @@ from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+# Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
+NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
+# A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
+# numbers: those cells are not numbers, and a query that reads the column rejects their
+# rows with the reason (docs/language.md, "Input").
+NUMERIC_SHARE = 0.9
 OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
 
 
 def split_valid(
-    frame: pd.DataFrame, *, time_col: str, type_col: str, id_col: str | None
+    frame: pd.DataFrame, *, time_col: str, type_col: str | None, id_col: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(valid rows with a normalised time column, rejected rows with a `reason`).
 
     A row is rejected when its time is missing or is neither an integer nor a timestamp,
-    or its type is missing. Row numbers are kept in the ROW column.
+    or its type is missing (`type_col` None: the queries name no type, and none is read).
+    Row numbers are kept in the ROW column.
     """
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in frame.columns:
@@ -36,15 +43,16 @@ def split_valid(
     reason[missing_time] = f"{time_col} is missing"
     reason[bad_time & ~missing_time] = f"{time_col} is not an integer or a timestamp"
     reason[out_of_range & ~missing_time] = OUT_OF_RANGE.format(time_col=time_col)
-    types = frame[type_col]
-    missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
-    reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if type_col is not None:
+        types = frame[type_col]
+        missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
+        reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
     bad = reason.notna().to_numpy()
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
     valid = frame[~bad].copy()
     valid[time_col] = time[~bad]
-    if not pd.api.types.is_string_dtype(valid[type_col].dtype):
+    if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
     return valid, rejected
 
@@ -113,3 +121,34 @@ def as_frame(events) -> pd.DataFrame:
     if not rows:
         raise DataError("the input holds no events")
     return pd.DataFrame.from_records(rows)
+
+
+def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, pd.Series]]:
+    """Text columns that hold numbers but for a few cells, as numbers; and, per such
+    column, the reason of each row whose cell is not a number (None elsewhere)."""
+    bad_cells: dict[str, pd.Series] = {}
+    changed = {}
+    for col in frame.columns:
+        if col in skip or frame[col].dtype != object:
+            continue
+        values = frame[col]
+        present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
+        n = int(present.sum())
+        if not n:
+            continue
+        numbers = pd.to_numeric(values.where(present), errors="coerce")
+        good = int(numbers.notna().sum())
+        if good < NUMERIC_SHARE * n:
+            continue
+        integral = numbers.dropna()
+        if len(integral) and (integral == integral.round()).all() and integral.abs().max() < 2**53:
+            numbers = numbers.astype("Int64")
+        changed[col] = numbers
+        failing = present & numbers.isna()
+        if failing.any():
+            reasons = pd.Series(None, index=frame.index, dtype=object)
+            reasons[failing] = [f"{col}: '{v}' is not a number" for v in values[failing]]
+            bad_cells[col] = reasons
+    if changed:
+        frame = frame.assign(**changed)
+    return frame, bad_cells
