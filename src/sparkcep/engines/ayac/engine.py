@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkcep.engines.ayac.program import AyacProgram
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import ENGINES, Engine, _load_engines, register
 from sparkcep.plan.ayac import AyacSpec
 
 
@@ -47,4 +47,9 @@ class AyacEngine(Engine):
         return AyacProgram(plans, names, options)
 
 
-register(AyacEngine())
+# Imported on its own (e.g. by a doctest run), this module would register first and
+# `_load_engines` would then skip the others: load them first, so the order stays theirs.
+if not ENGINES:
+    _load_engines()
+if "ayac" not in ENGINES:
+    register(AyacEngine())
