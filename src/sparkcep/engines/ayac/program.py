@@ -33,9 +33,10 @@ from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.expressions import evaluate
 from sparkcep.plan import Plan
-from sparkcep.prep.table import build_table, frame_ticks
+from sparkcep.prep.table import MASK, build_table, frame_ticks
 
 NEW = "__new"  # marks the rows of the current batch
+SEGMENT = "__ayac_segment"  # a hash of an event's partition (which queues it belongs to)
 MISSING = "missing"
 PROBABILITY = "probability"
 
@@ -142,11 +143,18 @@ class AyacProgram(Program):
         if len(ticks):
             top = int(ticks.max())
             state.latest = top if state.latest is None else max(state.latest, top)
-        frame = events.assign(**{NEW: True})
+        # The component bitmask and a hash of the partition, once per event: they stay
+        # with the event in the state.
+        frame = events.assign(**{NEW: True, MASK: self.mask(events)})
+        cols = self.segments_of(events)
+        if cols:
+            frame[SEGMENT] = pd.util.hash_pandas_object(events[cols], index=False).to_numpy()
         if owned is not None:
             frame = frame.assign(__owned=np.asarray(owned, dtype=bool))
+        rest = None
         if state.buffer is not None and len(state.buffer):
-            old = state.buffer.assign(**{NEW: False})
+            old, rest = self._touched(state.buffer, frame)
+            old = old.assign(**{NEW: False})
             if owned is not None:
                 old = old.assign(__owned=False)
             frame = self.in_order(pd.concat([old, frame], ignore_index=True))
@@ -161,8 +169,22 @@ class AyacProgram(Program):
         result = self.concat(outs, frame)
         if len([o for o in outs if len(o)]) > 1:
             result = sort_rows(result, self.order)
-        self._prune(state, frame.drop(columns=[c for c in (NEW, "__owned") if c in frame]))
+        kept = self._pruned(state, frame.drop(columns=[c for c in (NEW, "__owned") if c in frame]))
+        if rest is not None and len(rest):
+            kept = pd.concat([self._pruned(state, rest), kept], ignore_index=True)
+        state.buffer = kept
         return result
+
+    def _touched(self, buffer: pd.DataFrame, frame: pd.DataFrame):
+        """The kept events of the partitions this batch has events in, and the others:
+        only the former can take part in a path with a new event (hashed queues, §5.2)."""
+        cols = self.segments_of(frame)
+        if not cols or SEGMENT not in buffer.columns:
+            return buffer, None
+        mine = np.isin(buffer[SEGMENT].to_numpy(), frame[SEGMENT].to_numpy())
+        if mine.all():
+            return buffer, None
+        return buffer[mine], buffer[~mine]
 
     def advance(self, state: AyacState, to: int) -> pd.DataFrame:
         """Time reaches `to` with no earlier event to come: events a path can no longer
@@ -171,7 +193,7 @@ class AyacProgram(Program):
         if state.buffer is None or (state.latest is not None and to <= state.latest):
             return empty
         state.latest = to
-        self._prune(state, state.buffer)
+        state.buffer = self._pruned(state, state.buffer)
         return empty
 
     def flush(self, state: AyacState) -> pd.DataFrame:
@@ -180,14 +202,16 @@ class AyacProgram(Program):
     def is_empty(self, state: AyacState) -> bool:
         return state.buffer is None or not len(state.buffer)
 
-    def _prune(self, state: AyacState, frame: pd.DataFrame):
+    def _pruned(self, state: AyacState, frame: pd.DataFrame) -> pd.DataFrame:
+        """The events a path can still reach: within the window of the latest time."""
         if state.latest is None or not len(frame):
-            state.buffer = frame.iloc[:0] if len(frame) == 0 else frame
-            return
+            return frame
         ticks = frame_ticks(frame, self.options.time_col)
         keep = ticks > state.latest - max(p.window for p in self.plans)
         keep &= self.mask(frame) != 0
-        state.buffer = frame[keep].reset_index(drop=True)
+        if keep.all():
+            return frame
+        return frame[keep].reset_index(drop=True)
 
     # ---- one plan over the frame
     def _match(self, i: int, plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
