@@ -405,7 +405,7 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
 
     master, max_files, sep, timeout = run_opts
     spark = spark_session(master)
-    source = read_stream(spark, input, sep=sep, max_files=max_files)
+    source = read_stream(spark, input, sep=sep, max_files=max_files, checkpoint=sinks.checkpoint)
     result = make_stream(
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
