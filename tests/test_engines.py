@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ayac_strategies import ayac_queries
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,12 @@ from sparkcep.plan import Options
 _load_engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
-QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+QUERY_STRATEGIES = {
+    "nfa": queries,
+    "aseq": agg_queries,
+    "twostep": agg_queries,
+    "ayac": ayac_queries,
+}
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
@@ -50,7 +56,7 @@ def test_engine_passes_the_suite_on_random_queries(name, data):
 
 
 def test_every_engine_is_registered_once_by_name():
-    assert set(ENGINES) >= {"nfa", "aseq", "twostep"}
+    assert set(ENGINES) >= {"nfa", "aseq", "twostep", "ayac"}
     assert all(engine.name == name for name, engine in ENGINES.items())
 
 

@@ -484,6 +484,88 @@ def warmup():
     out.print(f"class archive written to {path}", markup=False, highlight=False)
 
 
+@app.command()
+def fit(
+    query: QueryArg,
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="History: event file or folder to learn from.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="The model file (JSON) to write.")
+    ] = "model.json",
+    local: Annotated[
+        bool, typer.Option("--local", help="Fit in this process with pandas, without Spark.")
+    ] = False,
+    law: Annotated[
+        str,
+        typer.Option(
+            "--law",
+            help="Delay laws: auto (the best fitted law by KS distance, else empirical), "
+            "empirical, exponential, normal or uniform.",
+        ),
+    ] = "auto",
+    master: MasterOpt = None,
+    time_col: TimeOpt = "ts",
+    type_col: TypeOpt = "type",
+    id_col: IdOpt = None,
+    time_unit: UnitOpt = None,
+    tiebreak: TieOpt = None,
+    name: NameOpt = None,
+    sep: SepOpt = ",",
+):
+    """Learn a probabilistic query's model from history: each component's miss rate and
+    delay law (read back with USING MODEL 'MODEL.json')."""
+    import json
+
+    from sparkcep.runners.fit import LAW_CHOICES, fit_model, fit_model_local
+
+    if law not in LAW_CHOICES:
+        raise SparkcepError(f"unknown --law '{law}' (use {', '.join(LAW_CHOICES)})")
+    started = time.time()
+    text = _pick(_query_text(query), name)
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak,
+    )  # fmt: skip
+    with err.status("fitting") as status:
+        if local:
+            from sparkcep.files import read_pandas
+
+            status.update("reading " + input)
+            model = fit_model_local(read_pandas(input, sep=sep), text, options, law=law)
+        else:
+            from sparkcep.runners.spark import spark_session
+            from sparkcep.runners.spark_files import read_spark
+
+            status.update("starting Spark")
+            source = read_spark(spark_session(master), input, sep=sep)
+            status.update("matching the history")
+            model = fit_model(source.df, text, options, law=law)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(model, indent=2) + "\n")
+    _print_model(model, output, time.time() - started)
+
+
+def _print_model(model: dict, output: str, seconds: float):
+    table = Table(box=None, pad_edge=False)
+    for head in ("variable", "miss rate", "delay", "n", "KS D"):
+        table.add_column(head, style="bold" if head == "variable" else None)
+    unit = model.get("unit") or "ticks"
+    for var, entry in model["components"].items():
+        rate = entry.get("miss_rate")
+        delay, fit = entry.get("delay"), entry.get("fit") or {}
+        law = "-" if delay is None else delay["law"]
+        if delay is not None and delay["law"] != "empirical":
+            law += "(" + ", ".join(f"{v:.4g}" for k, v in delay.items() if k != "law") + f" {unit})"
+        table.add_row(
+            var, "-" if rate is None else f"{rate:.4f}", law, str(fit.get("n", "-")),
+            f"{fit['ks']:.4f}" if "ks" in fit else "-",
+        )  # fmt: skip
+    out.print(table)
+    out.print(f"complete matches {model['complete_matches']:,}; model -> {output}; "
+              f"{seconds:.2f} s", markup=False, highlight=False)  # fmt: skip
+
+
 def main():
     try:
         app(standalone_mode=False)

@@ -358,7 +358,8 @@ def _load_engines() -> None:
     if ENGINES:
         return
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
-    import sparkcep.engines.aseq  # noqa: F401
+    import sparkcep.engines.aseq
+    import sparkcep.engines.ayac.engine  # noqa: F401
 
 
 def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:

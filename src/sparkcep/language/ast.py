@@ -128,6 +128,26 @@ class OutputItem:
 
 
 @dataclass(frozen=True)
+class MissingRate:
+    """`MISSING RATE 0.1` (var None: every component) or one item of `MISSING RATE x 0.05`."""
+
+    var: str | None
+    rate: float
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class DelayLaw:
+    """One item of `DELAY z EXPONENTIAL(2 min)`: the law of z's gap from the previous positive."""
+
+    var: str
+    law: str  # as written (EXPONENTIAL, UNIFORM, NORMAL, EMPIRICAL, ...)
+    args: tuple[Duration, ...]
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    law_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
 class Query:
     components: tuple[Component, ...]
     where: Expr | None = None
@@ -140,6 +160,15 @@ class Query:
     group_by: tuple[str, ...] = ()
     group_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     aggregates: tuple[OutputItem, ...] = ()
+    # probabilistic detection (docs/ayac.md): MISSING RATE, DELAY, THRESHOLD, USING MODEL
+    missing_rates: tuple[MissingRate, ...] = ()
+    missing_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    delays: tuple[DelayLaw, ...] = ()
+    delay_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    threshold: float | None = None
+    threshold_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    model_path: str | None = None
+    model_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -29,6 +29,10 @@ CLAUSE_FIELDS = {
     "return_clause": "RETURN",
     "group_clause": "GROUP BY",
     "agg_clause": "AGG",
+    "missing_clause": "MISSING RATE",
+    "delay_clause": "DELAY",
+    "threshold_clause": "THRESHOLD",
+    "model_clause": "USING MODEL",
 }
 
 
@@ -191,6 +195,36 @@ class _ToAst(Transformer):
 
     def agg_clause(self, meta, children):
         return "agg_clause", _span(meta), {"aggregates": tuple(children)}
+
+    def missing_clause(self, meta, children):
+        span = _span(meta)
+        return "missing_clause", span, {"missing_rates": tuple(children), "missing_span": span}
+
+    def rate_item(self, meta, children):
+        var, value = children
+        return ast.MissingRate(None if var is None else str(var), value.value, span=_span(meta))
+
+    def delay_clause(self, meta, children):
+        span = _span(meta)
+        return "delay_clause", span, {"delays": tuple(children), "delay_span": span}
+
+    def delay_item(self, meta, children):
+        var, law, *args = children
+        args = tuple(a for a in args if a is not None)
+        return ast.DelayLaw(str(var), str(law), args, span=_span(meta), law_span=_span(law))
+
+    def threshold_clause(self, meta, children):
+        span = _span(meta)
+        value = children[0]
+        return "threshold_clause", span, {"threshold": value.value, "threshold_span": value.span}
+
+    def model_clause(self, meta, children):
+        token = children[0]
+        return (
+            "model_clause",
+            _span(meta),
+            {"model_path": _unescape(str(token)), "model_span": _span(token)},
+        )
 
     def duration(self, meta, children):
         amount, unit = children

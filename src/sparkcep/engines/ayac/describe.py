@@ -1,0 +1,66 @@
+"""What `explain` says about a probabilistic query: the model in use (each component's
+miss rate and delay law, and where they come from), the threshold and the automaton's
+skip edges."""
+
+from __future__ import annotations
+
+from sparkcep.engines.ayac.automaton import SkipAutomaton
+from sparkcep.plan import Plan
+
+
+def _duration(ticks: float, unit: str | None) -> str:
+    text = f"{ticks:.6g}"
+    return f"{text} {unit}" if unit else f"{text} ticks"
+
+
+def describe_plan(plan: Plan, nfa: SkipAutomaton) -> list[tuple[str, str]]:
+    spec = nfa.spec
+    lines: list[tuple[str, str]] = [
+        (
+            "probability",
+            "each combination of observed events, the others inferred missing, scores the "
+            "product of AYAC's scoring functions along its path; reported when >= the "
+            "threshold, ending with an observed last positive",
+        )
+    ]
+    source = (
+        "query" if plan.query.threshold is not None else "default: the largest miss rate squared"
+    )
+    lines.append(("threshold", f"{spec.threshold:g} ({source})"))
+    if spec.model_path is not None:
+        lines.append(
+            ("model", f"USING MODEL '{spec.model_path}' (clauses in the query override it)")
+        )
+    fmt = lambda ticks: _duration(ticks, spec.tick_unit)  # noqa: E731
+    first = plan.positives[0].var
+    for comp in plan.components:
+        rate = spec.rate(comp.var)
+        text = f"{comp.var}: miss rate {rate:g} ({spec.sources.get(f'rate {comp.var}', 'default')})"
+        if comp.var == first:
+            text += "; first positive, no delay"
+        else:
+            law = spec.laws[comp.var]
+            anchor = (
+                "to the first positive"
+                if comp.negated and comp.gap == 0
+                else "from the previous positive"
+            )
+            text += (
+                f"; delay {anchor} {law.text(fmt)} "
+                f"({spec.sources.get(f'law {comp.var}', 'default')})"
+            )
+        if comp.var in spec.fits:
+            text += f"; fit {spec.fits[comp.var]}"
+        lines.append(("component", text))
+    for line in nfa.describe():
+        lines.append(("edge", line))
+    lines.append(
+        (
+            "missing",
+            "a variable inferred missing has null attributes and a null id; a condition "
+            "that is null while it mentions one holds; a negated event rules a path out "
+            "when it lies between the observed events around its place (after the "
+            "window's start when none is before it)",
+        )
+    )
+    return lines

@@ -1,0 +1,140 @@
+"""`sparkcep fit`: a probabilistic query's model (miss rates, delay laws) learned from a
+history of events, as a Spark job (or with pandas, `fit_model_local`).
+
+    history ─▶ precise matches of the measuring queries (the Spark runner, any engine)
+            ─▶ gaps between consecutive positives ─groupBy(variable).applyInPandas▶ laws
+            ─▶ counts of reduced and extended matches ─▶ miss rates
+            ─▶ MODEL.json, read by `USING MODEL 'MODEL.json'`
+
+The measuring queries and the estimators are in `engines/ayac/fitting.py`
+(docs/ayac.md, "Learning the model"); this module only runs them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from sparkcep.engines.ayac.fitting import (
+    LAW_CHOICES,
+    FitPlan,
+    fit_law,
+    miss_rate,
+    model_json,
+    time_column,
+)
+from sparkcep.engines.ayac.laws import law_from_json
+from sparkcep.plan import Options
+
+__all__ = ["LAW_CHOICES", "fit_model", "fit_model_local"]
+
+
+def _measuring(options: Options) -> Options:
+    """The measuring queries are precise pattern queries: the best engine, no cap."""
+    return replace(options, algorithm=None, max_matches=None)
+
+
+def _unit(time_kind: str, options: Options) -> str | None:
+    return "us" if time_kind == "timestamp" else options.time_unit
+
+
+def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
+    """Fit on a Spark DataFrame of history; returns the model (a JSON-able dict)."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.runners.spark import execute
+
+    fp = FitPlan(query, time_col=options.time_col)
+    measuring = _measuring(options)
+    complete = execute(df, fp.complete, measuring)
+    kind = complete.checked.time_kind
+
+    def ticks(name):
+        col = F.col(f"`{name}`")
+        return (F.unix_micros(col) if kind == "timestamp" else col).cast("double")
+
+    matches = complete.unordered.cache()
+    n_complete = matches.count()
+    parts = [
+        matches.select(
+            F.lit(var).alias("var"), (ticks(time_column(b)) - ticks(time_column(a))).alias("gap")
+        )
+        for var, a, b in fp.gap_pairs()
+    ]
+    for var, text in fp.negated.items():
+        a, b = fp.negated_pair(var)
+        rows = execute(df, text, measuring).unordered
+        parts.append(
+            rows.select(
+                F.lit(var).alias("var"),
+                (ticks(time_column(b)) - ticks(time_column(a))).alias("gap"),
+            )
+        )
+    laws = {}
+    if parts:
+        gaps = parts[0]
+        for other in parts[1:]:
+            gaps = gaps.unionByName(other)
+        fitted = gaps.groupBy("var").applyInPandas(
+            _group_fitter(law), schema="var string, model string"
+        )
+        for row in fitted.collect():
+            entry = json.loads(row["model"])
+            laws[row["var"]] = (law_from_json(entry["delay"]), entry["fit"])
+    rates = {}
+    for var, text in fp.reduced.items():
+        reduced = execute(df, text, measuring).unordered.count()
+        others = [f"`{p.var}`" for p in fp.positives if p.var != var]
+        extended = matches.select(*others).distinct().count()
+        rates[var] = miss_rate(reduced, extended)
+    matches.unpersist()
+    return model_json(
+        fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=n_complete
+    )
+
+
+def _group_fitter(choice: str):
+    def fit_group(frame: pd.DataFrame) -> pd.DataFrame:
+        var = str(frame["var"].iloc[0])
+        fitted, fit = fit_law(frame["gap"].to_numpy(dtype=np.float64), choice)
+        model = json.dumps({"delay": fitted.to_json(), "fit": fit})
+        return pd.DataFrame({"var": [var], "model": [model]})
+
+    return fit_group
+
+
+def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="auto") -> dict:
+    """The same fit with pandas, in this process (no JVM)."""
+    from sparkcep.runners.local import execute_local
+
+    fp = FitPlan(query, time_col=options.time_col)
+    measuring = _measuring(options)
+    complete = execute_local(frame, fp.complete, measuring)
+    kind = complete.plan.time_kind
+    matches = complete.matches
+
+    def ticks(rows: pd.DataFrame, name: str) -> np.ndarray:
+        col = rows[name]
+        if kind == "timestamp":
+            return col.to_numpy(dtype="datetime64[us]").astype(np.int64).astype(np.float64)
+        return col.to_numpy(dtype=np.float64)
+
+    samples = {var: ticks(matches, time_column(b)) - ticks(matches, time_column(a))
+               for var, a, b in fp.gap_pairs()}  # fmt: skip
+    for var, text in fp.negated.items():
+        a, b = fp.negated_pair(var)
+        rows = execute_local(frame, text, measuring).matches
+        samples[var] = ticks(rows, time_column(b)) - ticks(rows, time_column(a))
+    laws = {var: fit_law(gaps, law) for var, gaps in samples.items() if len(gaps)}
+    rates = {}
+    for var, text in fp.reduced.items():
+        reduced = len(execute_local(frame, text, measuring).matches)
+        others = [p.var for p in fp.positives if p.var != var]
+        extended = len(matches[others].drop_duplicates())
+        rates[var] = miss_rate(reduced, extended)
+    return model_json(
+        fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=len(matches)
+    )

@@ -1,0 +1,118 @@
+"""`sparkcep fit`: the model learned from a history simulated with known parameters
+(the paper's generative model) recovers them within sampling error; the model file is
+read back by USING MODEL."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sparkcep import analyze, explain, match_local
+from sparkcep.plan import Options
+from sparkcep.runners.fit import fit_model_local
+
+EPS = {"x": 0.10, "y": 0.15, "z": 0.20}
+MEAN_Z = 30_000.0  # z follows x after Exp(30 s), in ms
+PAID_WITHIN = 20_000.0  # a paid item's checkout read follows x after U(0, 20 s)
+QUERY = """PATTERN SEQ(ANY x, !ANY y, ANY z)
+WHERE x.reader = 'A' AND y.reader = 'B' AND z.reader = 'C' AND [tag]
+WITHIN 10 min MISSING RATE 0.1 THRESHOLD 0.3"""
+
+
+def history(n: int = 3000, seed: int = 11) -> pd.DataFrame:
+    """n items: read at A, then (half of them) at B after U(0, 20 s), at C after
+    Exp(30 s); each read lost with its reader's rate."""
+    rng = np.random.default_rng(seed)
+    start = np.arange(n) * 1_000_000  # items far apart (they are keyed by tag anyway)
+    rows = [("A", start, np.ones(n, bool), "x")]
+    paid = rng.random(n) < 0.5
+    rows.append(("B", start + rng.uniform(0, PAID_WITHIN, n), paid, "y"))
+    rows.append(("C", start + rng.exponential(MEAN_Z, n), np.ones(n, bool), "z"))
+    parts = []
+    for reader, ts, happened, var in rows:
+        kept = happened & (rng.random(n) >= EPS[var])
+        parts.append(
+            pd.DataFrame({"reader": reader, "tag": np.arange(n)[kept], "ts": ts[kept].round()})
+        )
+    frame = pd.concat(parts, ignore_index=True).astype({"ts": "int64"})
+    return frame.assign(type="read").sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def check_model(model: dict, n: int = 3000):
+    comps = model["components"]
+    for var in ("x", "z"):  # positives: ε̂ within 4 standard errors of the truth
+        entry = comps[var]
+        assert abs(entry["miss_rate"] - EPS[var]) <= 4 * entry["std_err"], (var, entry)
+    # z's delay: exponential, its mean within 4 standard errors (mean / √n)
+    z = comps["z"]
+    assert z["fit"]["law"] == "exponential", z["fit"]
+    assert abs(z["delay"]["mean"] - MEAN_Z) <= 4 * MEAN_Z / math.sqrt(z["fit"]["n"])
+    assert z["fit"]["ks"] <= z["fit"]["critical_5pct"]
+    # y's delay, measured on the items that were paid: uniform over (0, 20 s)
+    y = comps["y"]
+    assert y["fit"]["law"] == "uniform", y["fit"]
+    assert y["delay"]["low"] < 0.01 * PAID_WITHIN and y["delay"]["high"] > 0.99 * PAID_WITHIN
+    assert y["miss_rate"] == pytest.approx((comps["x"]["miss_rate"] + z["miss_rate"]) / 2)
+    assert "assumed" in y["miss_rate_from"]
+    assert "delay" not in comps["x"]  # the first positive has none
+    assert model["unit"] == "ms"
+
+
+def test_fit_recovers_the_parameters_locally(tmp_path):
+    model = fit_model_local(history(), QUERY, Options(time_unit="ms"))
+    check_model(model)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    text = QUERY.replace("MISSING RATE 0.1", f"USING MODEL '{path}'")
+    spec = analyze(text, {"ts": "int", "type": "string", "reader": "string", "tag": "int"},
+                   Options(time_unit="ms")).spec  # fmt: skip
+    assert spec.rates["z"] == model["components"]["z"]["miss_rate"]
+    assert spec.laws["z"].mean() == pytest.approx(model["components"]["z"]["delay"]["mean"])
+    lines = explain(text, {"ts": "int", "type": "string", "reader": "string", "tag": "int"},
+                    time_unit="ms")  # fmt: skip
+    assert "z: miss rate" in lines and "(model); fit n = " in lines and "exponential" in lines
+    # the model in use: an item read at A and C 5 s apart, no B read
+    reads = pd.DataFrame({"type": "read", "reader": ["A", "C"], "tag": [1, 1], "ts": [0, 5000]})
+    out = match_local(reads, text, time_unit="ms")
+    f_y = 5000 / (spec.laws["y"].high - spec.laws["y"].low)  # uniform from ~0
+    eps_y = spec.rates["y"]
+    assert out["probability"].iloc[0] == pytest.approx(
+        (1 - f_y) / (eps_y * f_y + 1 - f_y), abs=1e-3
+    )
+
+
+@pytest.mark.spark
+def test_fit_recovers_the_parameters_on_spark(spark):
+    from sparkcep.runners.fit import fit_model
+
+    frame = history()
+    model = fit_model(spark.createDataFrame(frame), QUERY, Options(time_unit="ms"))
+    check_model(model)
+    local = fit_model_local(frame, QUERY, Options(time_unit="ms"))
+    assert model["components"]["x"]["miss_rate"] == pytest.approx(
+        local["components"]["x"]["miss_rate"]
+    )
+    assert model["components"]["z"]["delay"] == pytest.approx(local["components"]["z"]["delay"])
+
+
+def test_the_fit_command(tmp_path):
+    events = tmp_path / "history.csv"
+    history(n=600).to_csv(events, index=False)
+    query = tmp_path / "query.cep"
+    query.write_text(QUERY)
+    out = tmp_path / "model.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkcep.cli", "fit", str(query), "--input", str(events),
+         "--output", str(out), "--local", "--time-unit", "ms"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    model = json.loads(out.read_text())
+    assert set(model["components"]) == {"x", "y", "z"}
+    assert "miss rate" in done.stdout and "exponential" in done.stdout
