@@ -324,5 +324,6 @@ def _load_engines() -> None:
     """Import the engine packages (each registers itself)."""
     if ENGINES:
         return
-    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
-    import sparkcep.engines.aseq  # noqa: F401
+    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep, ses, jointree, nfa-windows)
+    import sparkcep.engines.aseq
+    import sparkcep.engines.ses  # noqa: F401

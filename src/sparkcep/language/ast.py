@@ -109,6 +109,9 @@ class Component:
     negated: bool = False
     kleene: bool = False
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    # The position in SEQ(...) of the event set `{...}` of two or more variables this
+    # component was written in; None for a component of its own (a set of one).
+    in_set: int | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,10 @@ class Query:
     group_by: tuple[str, ...] = ()
     group_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     aggregates: tuple[OutputItem, ...] = ()
+    select: str | None = None  # SELECT: "all" | "earliest maximal" (event set patterns)
+    select_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    inclusive: bool = False  # WITHIN w INCLUSIVE: last.ts - first.ts <= w
+    inclusive_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

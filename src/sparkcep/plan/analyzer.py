@@ -31,6 +31,7 @@ from sparkcep.plan.model import (
     PlanComponent,
     ReturnColumn,
 )
+from sparkcep.plan.sets import EventSetClauses
 from sparkcep.plan.typecheck import TypeChecker
 from sparkcep.schema import Kind
 from sparkcep.timeunits import TIME_UNITS, window_ticks
@@ -58,7 +59,7 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses):
+class _Analyzer(TypeChecker, AggregateClauses, EventSetClauses):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -137,6 +138,7 @@ class _Analyzer(TypeChecker, AggregateClauses):
         self._check_edge_negations(negations, window)
         returns = self._returns()
         spec = self._aggregate_spec()
+        window, spec = self._event_set_clauses(window, spec, strategy)
         if window is None:
             self.warnings.append(
                 "the query has no WITHIN window: state is not bounded, and without a key "
