@@ -13,6 +13,7 @@ import pytest
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ses_strategies import all_queries, ses_queries, windowed_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
 
@@ -25,7 +26,14 @@ from sparkcep.plan import Options
 _load_engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
-QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+QUERY_STRATEGIES = {
+    "nfa": queries,
+    "aseq": agg_queries,
+    "twostep": agg_queries,
+    "ses": ses_queries,
+    "jointree": all_queries,
+    "nfa-windows": windowed_queries,
+}
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
@@ -109,7 +117,7 @@ def test_declared_output_matches_the_rows_of_both_engines():
 
 # ---- the runners know no engine ------------------------------------------------------------
 
-ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq")
+ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq", "sparkcep.engines.ses")
 
 
 def _imports(path: Path) -> set[str]:

@@ -271,8 +271,9 @@ class SummaryStatistics:
                 item[1] &= ~reset
 
     def passes(self) -> bool:
-        """Theorem 3: every counter is positive (s̄ = 0)."""
-        return self.sbar == 0
+        """Theorem 3: every counter is positive (Algorithm 1, line 10). With the
+        corrected dequeue, s̄ = 0 says the same."""
+        return all(c > 0 for c in self.counts)
 
     def __len__(self) -> int:
         return len(self.window)

@@ -66,9 +66,9 @@ class SesEngine(Engine):
     summary = "SES automaton behind match windows (filter, partition, necessary conditions)"
     examples = (
         "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 INCLUSIVE "
-        "SELECT EARLIEST MAXIMAL",
-        "PATTERN SEQ({A a, B b}, C c) WHERE a.v <= c.v WITHIN 3 SELECT ALL",
-        "PATTERN SEQ({a, B+ b}, {C c}) WHERE a.type != 'D' AND [k] WITHIN 4 RETURN sum(b.v) AS s",
+        "SELECT EARLIEST MAXIMAL RETURN sum(b.v) AS s",
+        "PATTERN SEQ({A a, b}, C c) WHERE a.v <= c.v AND b.type != 'D' WITHIN 3 SELECT ALL "
+        "RETURN b.v AS bv",
     )
 
     def applies_to(self, plan) -> bool:
@@ -101,7 +101,6 @@ class JoinTreeEngine(Engine):
     summary = "ZStream join tree behind match windows: every match"
     examples = (
         "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 SELECT ALL",
-        "PATTERN SEQ({A a, B b}, C c) WHERE a.v <= c.v WITHIN 3 SELECT ALL",
     )
 
     def applies_to(self, plan) -> bool:
@@ -129,7 +128,6 @@ class NfaWindowsEngine(Engine):
     name = "nfa-windows"
     summary = "nfa behind match windows (filter, partition, necessary conditions)"
     examples = (
-        "PATTERN SEQ(A a, B b, C c) WHERE [k] AND a.v < c.v WITHIN 6",
         "PATTERN SEQ(A a, B+ b[], !D x) WHERE prev(b.v) <= b.v WITHIN 5 RETURN sum(b.v) AS s",
     )
 
