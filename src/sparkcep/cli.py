@@ -58,6 +58,14 @@ AlgorithmOpt = Annotated[
         "--algorithm", help="An engine by name (e.g. twostep for AGG); default: the best one."
     ),
 ]
+PruneOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prune",
+        help="Match-window prunings of the engines behind match windows: none, f (filter), "
+        "fp (and partition), fpc (and necessary conditions; the default).",
+    ),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -146,6 +154,7 @@ def run(
     ] = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    prune: PruneOpt = None,
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
@@ -158,6 +167,7 @@ def run(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        prune=prune,
     )  # fmt: skip
     with err.status("starting") as status:
         if local:
@@ -286,6 +296,7 @@ def explain(
     sep: SepOpt = ",",
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    prune: PruneOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
     from sparkcep.explain import explain_queries
@@ -301,7 +312,7 @@ def explain(
         schema = schema_of(valid.drop(columns=[ROW]))
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
     )  # fmt: skip
     out.print(explain_queries(text, schema, options), highlight=False, markup=False)
 
