@@ -89,3 +89,28 @@ def windowed_queries(draw):
 
     query = draw(queries().filter(_windowable))
     return query.replace("STRICT_CONTIGUITY", "SKIP_TILL_NEXT_MATCH")
+
+
+@st.composite
+def plain_set_queries(draw):
+    """Earliest and maximal matches of plain variables, one type each, with local
+    conditions only (what `chain.EarliestChain` answers for every window at once)."""
+    types = draw(st.permutations("ABCD"))[: draw(st.integers(1, 4))]
+    sets, current = [], []
+    for i, t in enumerate(types):
+        current.append(f"{t} {'abcd'[i]}")
+        if draw(st.booleans()):
+            sets.append(current)
+            current = []
+    if current:
+        sets.append(current)
+    conds = [f"{'abcd'[i]}.v != 2" for i in range(len(types)) if draw(st.integers(0, 3)) == 0]
+    if draw(st.booleans()):
+        conds.append("[k]")
+    query = "PATTERN SEQ(" + ", ".join("{" + ", ".join(s) + "}" for s in sets) + ")"
+    if conds:
+        query += " WHERE " + " AND ".join(conds)
+    query += f" WITHIN {draw(st.integers(1, 5))} SELECT EARLIEST MAXIMAL"
+    if draw(st.integers(0, 3)) == 0:
+        query += " RETURN a.v AS av"
+    return query

@@ -9,7 +9,7 @@ from helpers import examples, oracle_rows, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ses_oracle import ses_oracle
-from ses_strategies import all_queries, ses_queries, windowed_queries
+from ses_strategies import all_queries, plain_set_queries, ses_queries, windowed_queries
 from strategies import events_frame as frame
 from strategies import streams
 
@@ -94,6 +94,21 @@ def test_sets_of_one_mean_what_plain_components_mean(events, query):
     for name in ("ses", "jointree", "nfa-windows"):
         got = run(events, query if name != "nfa-windows" else plain, algorithm=name)
         assert rows_of(got, list(got.columns)) == rows_of(expected, list(expected.columns))
+
+
+@SETTINGS(60)
+@given(events=streams(max_events=9), query=plain_set_queries(), data=st.data())
+def test_every_window_at_once_equals_window_by_window(events, query, data):
+    from sparkcep.engines.ses.program import SesProgram
+
+    prune = data.draw(st.sampled_from(PRUNINGS))
+    expected = ses_oracle(query, events)
+    same(run(events, query, algorithm="ses", prune=prune), expected, query)
+    SesProgram.vectorized = False
+    try:
+        same(run(events, query, algorithm="ses", prune=prune), expected, query)
+    finally:
+        SesProgram.vectorized = True
 
 
 # ---- the conformance suite with each matcher selected ----------------------------------------

@@ -109,6 +109,8 @@ def window_ends(ts: np.ndarray, segment: np.ndarray, window: int | None) -> np.n
     seg_ends = np.repeat(np.r_[seg_change[1:], n], np.diff(np.r_[seg_change, n]))
     if window is None:
         return seg_ends.astype(np.int64)
+    if len(seg_change) == 1:  # one segment: a search does it
+        return np.searchsorted(ts, ts + window, side="left").astype(np.int64)
     # Merge the targets ts + window (kind 0) with the events (kind 1): a target's rank
     # among the events is the first event at or after it, in its segment.
     seg_all = np.concatenate([segment, segment])

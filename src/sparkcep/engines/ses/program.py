@@ -25,6 +25,7 @@ import pandas as pd
 from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
+from sparkcep.engines.ses.chain import EarliestChain
 from sparkcep.engines.ses.conditions import Binding, Conditions
 from sparkcep.engines.ses.jointree import JoinTreeMatcher
 from sparkcep.engines.ses.matcher import SesMatcher, pattern_sets
@@ -159,9 +160,15 @@ class WindowedProgram(Program):
         if len(ticks):
             top = int(ticks.max())
             state.latest = top if state.latest is None else max(state.latest, top)
-        frame = events.assign(**{OWN: True if owned is None else np.asarray(owned, bool)})
+        frame = events
+        if owned is not None or (state.buffer is not None and OWN in state.buffer.columns):
+            own = np.ones(len(events), bool) if owned is None else np.asarray(owned, bool)
+            frame = events.assign(**{OWN: own})
         if state.buffer is not None and len(state.buffer):
-            frame = self.in_order(pd.concat([state.buffer, frame], ignore_index=True))
+            buffer = state.buffer
+            if OWN in frame.columns and OWN not in buffer.columns:
+                buffer = buffer.assign(**{OWN: True})
+            frame = self.in_order(pd.concat([buffer, frame], ignore_index=True))
         else:
             frame = frame.reset_index(drop=True)
         return self._step(state, frame, state.latest)
@@ -182,7 +189,7 @@ class WindowedProgram(Program):
         return state.buffer is None or not len(state.buffer)
 
     def _no_events(self) -> pd.DataFrame:
-        return pd.DataFrame({OWN: pd.Series([], dtype=bool)})
+        return pd.DataFrame()
 
     def _step(self, state: WindowState, frame: pd.DataFrame, until: int | None) -> pd.DataFrame:
         """Match the windows that are complete by `until` and were not before."""
@@ -232,7 +239,8 @@ class WindowedProgram(Program):
             return None
         ends = window_ends(table.ts, table.segment, plan.window)
         heads = _complete(table.ts, plan.window, done, until)
-        heads = heads[frame[OWN].to_numpy(dtype=bool)[table.row[heads]]]
+        if OWN in frame.columns:
+            heads = heads[frame[OWN].to_numpy(dtype=bool)[table.row[heads]]]
         if "c" in self.prune and len(heads):
             conditions = WindowConditions(_set_bits(plan))
             heads = heads[conditions.candidates(table.mask, table.order, heads, ends[heads])]
@@ -279,9 +287,27 @@ class BindingProgram(WindowedProgram):
 class SesProgram(BindingProgram):
     engine = "ses"
     matcher_name = "SES automaton"
+    # The earliest and maximal matches of plain variables with no condition between
+    # them, for every window at once (chain.EarliestChain); False: window by window
+    # (the benchmarks compare both).
+    vectorized: ClassVar[bool] = True
 
     def make_matcher(self, plan, table, columns, key):
         return SesMatcher(plan, table, columns, key=key)
+
+    def match_windows(self, plan, frame, table, heads, ends) -> Matches:
+        select = plan.spec.select if isinstance(plan.spec, SesSpec) else "all"
+        if self.vectorized and EarliestChain.applies(plan, select):
+            chain = EarliestChain(plan, table, self.key_codes(plan, frame, table))
+            if chain.disjoint():
+                first, positions = chain.matches(heads, ends[heads])
+                if not plan.returns:
+                    return _plain_matches(plan, table, first, positions)
+                found = [{v: [int(p[i])] for v, p in positions.items()} for i in range(len(first))]
+                columns = {a: table.columns[a].to_list() for a in plan.engine_attributes()}
+                conditions = Conditions(plan, columns)
+                return bindings_to_matches(plan, table, conditions, found, first)
+        return super().match_windows(plan, frame, table, heads, ends)
 
     def matcher_words(self, plan: Plan) -> str:
         select = plan.spec.select if isinstance(plan.spec, SesSpec) else "all"
@@ -334,6 +360,12 @@ def bindings_to_matches(
     values = {col.name: [conditions.value(col, b) for b in found] for col in plan.returns}
     segment = table.segment[first] if n else np.zeros(0, dtype=np.int64)
     return Matches(first, last, segment, positions, values)
+
+
+def _plain_matches(plan: Plan, table: EventTable, first, positions) -> Matches:
+    last = np.max(np.vstack(list(positions.values())), axis=0) if len(first) else first
+    segment = table.segment[first] if len(first) else np.zeros(0, dtype=np.int64)
+    return Matches(first, last, segment, {v: p.astype(np.int64) for v, p in positions.items()}, {})
 
 
 def _set_bits(plan: Plan) -> list[list[int]]:
