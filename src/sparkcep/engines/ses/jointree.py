@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkcep.engines.ses import matcher as _limits
 from sparkcep.engines.ses.conditions import Binding, Conditions
-from sparkcep.engines.ses.matcher import STEP_LIMIT, TooManyBindings, pattern_sets
+from sparkcep.engines.ses.matcher import TooManyBindings, pattern_sets
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
 
@@ -124,8 +125,8 @@ class JoinTreeMatcher:
 
     def _count(self) -> None:
         self.steps += 1
-        if self.steps > STEP_LIMIT:
+        if self.steps > _limits.STEP_LIMIT:
             raise TooManyBindings(
-                f"more than {STEP_LIMIT:,} partial matches in one match window of the join "
+                f"more than {_limits.STEP_LIMIT:,} partial matches in one match window of the join "
                 "tree: narrow the window or the conditions"
             )
