@@ -209,3 +209,63 @@ def test_explain_says_which_prunings_apply():
     text = explain_plan(analyze("PATTERN SEQ({a, b}) WITHIN 2", options=Options(prune="none")))
     assert "off: every event enters the windows" in text
     assert "does not apply: no attribute is tied to every variable" in text
+
+
+# ---- the command line and Spark ----------------------------------------------------------------
+
+CHEMO_QUERY = """PATTERN SEQ({c, p+}, {b})
+WHERE c.L = 'C' AND p.L = 'P' AND b.L = 'B' AND [PID] AND prev(p.V) < p.V
+WITHIN 15 days INCLUSIVE
+SELECT EARLIEST MAXIMAL"""
+
+
+def test_the_command_takes_prune(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_match_windows import CHEMO
+
+    events = pd.DataFrame(CHEMO, columns=["id", "PID", "L", "V", "T"])
+    events["T"] = pd.Timestamp("2012-07-01") + pd.to_timedelta(events["T"] - 1, unit="D")
+    events.to_csv(tmp_path / "chemo.csv", index=False)
+    (tmp_path / "q1.cep").write_text(CHEMO_QUERY)
+    base = [sys.executable, "-m", "sparkcep.cli"]
+    common = ["--input", tmp_path / "chemo.csv", "--time", "T", "--type", "L", "--id", "id"]
+    env = dict(os.environ, COLUMNS="200")
+
+    def sparkcep(*args):
+        return subprocess.run([*base, *map(str, args)], capture_output=True, text=True, env=env)
+
+    out = tmp_path / "m.jsonl"
+    done = sparkcep(
+        "run", tmp_path / "q1.cep", *common, "--output", out, "--local", "--prune", "fp"
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["c"], r["p"], r["b"]) for r in rows] == [
+        (1, [3, 9], 11),
+        (7, [5, 8], 12),
+        (7, [8], 12),
+    ]
+    done = sparkcep("explain", tmp_path / "q1.cep", *common, "--prune", "f")
+    assert "off: A is called for every window" in done.stdout, done.stderr
+    done = sparkcep("run", tmp_path / "q1.cep", *common, "--output", out, "--local", "--prune", "x")
+    assert done.returncode == 2 and "unknown --prune 'x'" in done.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("name", "prune"), [("ses", "none"), ("jointree", "f")])
+def test_unpartitioned_windows_through_spark(spark, name, prune):
+    from sparkcep.checks import random_events
+    from sparkcep.runners.spark import execute
+
+    events = random_events(n=200, seed=3)
+    query = "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 SELECT ALL"
+    options = Options(id_col="id", algorithm=name, prune=prune)
+    local = execute_local(events, query, options).matches
+    got = execute(spark.createDataFrame(events), query, options).rows.toPandas()
+    cols = list(local.columns)
+    assert len(local) > 0
+    assert sorted(rows_of(got, cols), key=str) == sorted(rows_of(local, cols), key=str)
