@@ -103,18 +103,19 @@ class Conditions:
             for v in (x.var for x in plan.positives)
         }
 
-    def stable(self, var: str) -> bool:
-        """Whether an event that fits `var` keeps fitting it whatever else is added
-        later: no prev() on it, no condition with the elements of another + variable,
-        and no condition on an aggregate anywhere."""
+    def stable(self, var: str) -> str | None:
+        """How an event that fits `var` now fits it once more is bound: "always" (no
+        prev() on it, no condition with the elements of another + variable and no
+        condition on an aggregate anywhere), "neighbours" (the same but with prev(): it
+        depends on its neighbours in var only), or None (it depends on more)."""
         if self.any_final:
-            return False
+            return None
         for c in self.conjuncts:
-            if var in c.prevs:
-                return False
             if var in c.elements and len(c.elements) > 1:
-                return False
-        return True
+                return None
+        if any(var in c.prevs for c in self.conjuncts):
+            return "neighbours"
+        return "always"
 
     # ---- checks
     def holds(self, binding: Binding) -> bool:

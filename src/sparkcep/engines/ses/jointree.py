@@ -80,23 +80,42 @@ class JoinTreeMatcher:
                 if self.conditions.fits(var, {var: [p]}, {var})
             ]
         out: list[tuple] = []
-        for i, p in enumerate(pos):
-            self._closure({var: [p]}, var, pos, i + 1, out)
+        for i in range(len(pos)):
+            self._closure(var, pos, i, out)
         return out
 
-    def _closure(self, binding: Binding, var: str, pos: list[int], i: int, out: list) -> None:
-        """Every sequence that continues `binding[var]` with later events of `pos`."""
-        self._count()
-        seq = binding[var]
-        if self.conditions.fits(var, binding, {var}):
-            out.append(({var: list(seq)}, frozenset(seq), self.order[seq[0]], self.order[seq[-1]]))
-        else:
-            return  # an element that does not fit stays in every longer sequence
-        for j in range(i, len(pos)):
-            if self.order[pos[j]] > self.order[seq[-1]]:
-                seq.append(pos[j])
-                self._closure(binding, var, pos, j + 1, out)
+    def _closure(self, var: str, pos: list[int], first: int, out: list) -> None:
+        """Every sequence of `pos` in time order that starts at pos[first] and fits the
+        conditions on var alone (an element that does not fit stays in every longer
+        sequence). An explicit stack: one frame per element after the first."""
+        seq = [pos[first]]
+        binding = {var: seq}
+        if not self._visit(var, binding, out):
+            return
+        stack = [first + 1]  # per frame: the next position of pos to try
+        while stack:
+            j = stack[-1]
+            while j < len(pos) and self.order[pos[j]] <= self.order[seq[-1]]:
+                j += 1
+            if j >= len(pos):
+                stack.pop()
+                if stack:
+                    seq.pop()
+                continue
+            stack[-1] = j + 1
+            seq.append(pos[j])
+            if self._visit(var, binding, out):
+                stack.append(j + 1)
+            else:
                 seq.pop()
+
+    def _visit(self, var: str, binding: Binding, out: list) -> bool:
+        self._count()
+        if not self.conditions.fits(var, binding, {var}):
+            return False
+        seq = binding[var]
+        out.append(({var: list(seq)}, frozenset(seq), self.order[seq[0]], self.order[seq[-1]]))
+        return True
 
     def _join(self, left: list[tuple], right: list[tuple], *, sequence: bool) -> list[tuple]:
         if not left or not right:

@@ -215,32 +215,86 @@ class SesMatcher:
         )
         leaves: list[Binding] = []
         binding = {v: list(p) for v, p in skeleton.items()}
-        self._extend(0, events, binding, plus, ceiling, prune, leaves)
+        self._extend(events, binding, plus, ceiling, prune, leaves)
         return leaves
 
-    def _extend(self, i, events, binding, plus, ceiling, prune, leaves) -> None:
-        if i == len(events):
-            if self.conditions.holds_final(binding):
-                leaves.append({v: list(p) for v, p in binding.items()})
-            return
-        x = events[i]
-        rank = self.order[x]
-        must_take = False
+    def _extend(self, events, binding, plus, ceiling, prune, leaves) -> None:
+        """Depth first over `events`: each is taken by a `v+` it fits, or skipped. An
+        explicit stack (a binding can take thousands of events).
+
+        With `prune` (earliest and maximal), a branch is cut when it can only give a
+        binding that another contains: it skips an event that a variable always takes
+        (`must_take`), or an event x skipped while it fitted a variable with prev()
+        (`pending`) could go back between that variable's neighbours — before the
+        variable's next event y (then taking y is cut), or at its end (the leaf is
+        dropped)."""
         all_vars = set(binding)
-        for v in plus:
-            if not self.mask[x] & self.bit[v]:
+        pending: dict[str, list[int]] = {v: [] for v in plus}
+        stack = [_Step(0)]
+        while stack:
+            step = stack[-1]
+            if step.taken is not None:  # back from the branch that took the event
+                binding[step.taken].pop()
+                pending[step.taken] = step.saved
+                step.taken = None
+            if step.i == len(events):
+                if not any(pending.values()) and self.conditions.holds_final(binding):
+                    leaves.append({v: list(p) for v, p in binding.items()})
+                stack.pop()
                 continue
-            if rank <= self.order[binding[v][-1]] or rank >= ceiling[v]:
+            x = events[step.i]
+            while step.k < len(plus):
+                v = plus[step.k]
+                step.k += 1
+                if not self._may_take(v, x, binding, ceiling):
+                    continue
+                self._count()
+                binding[v].append(x)
+                fits = self.conditions.fits(v, binding, all_vars)
+                if fits and prune and self.stable[v] == "neighbours":
+                    step.fitted.append(v)
+                    if pending[v] and self._goes_back(v, binding, pending[v], all_vars):
+                        fits = False
+                if fits:
+                    if prune and self.stable[v] == "always" and not self._tie_after(v, x):
+                        step.must_take = True
+                    step.taken, step.saved, pending[v] = v, pending[v], []
+                    stack.append(_Step(step.i + 1))
+                    break
+                binding[v].pop()
+            else:
+                if step.skipped:  # back from the branch that skipped the event
+                    for v in step.fitted:
+                        pending[v].pop()
+                    stack.pop()
+                elif step.must_take:
+                    stack.pop()
+                else:
+                    step.skipped = True
+                    for v in step.fitted:
+                        pending[v].append(x)
+                    stack.append(_Step(step.i + 1))
+
+    def _goes_back(self, var, binding, skipped, all_vars) -> bool:
+        """Whether a skipped event fits between var's previous event and its newest."""
+        seq = binding[var]
+        newest = seq[-1]
+        for x in skipped:
+            if self.order[x] >= self.order[newest]:
                 continue
-            self._count()
-            binding[v].append(x)
-            if self.conditions.fits(v, binding, all_vars):
-                if prune and self.stable[v] and not self._tie_after(v, x):
-                    must_take = True
-                self._extend(i + 1, events, binding, plus, ceiling, prune, leaves)
-            binding[v].pop()
-        if not must_take:
-            self._extend(i + 1, events, binding, plus, ceiling, prune, leaves)
+            seq.insert(len(seq) - 1, x)
+            fits = self.conditions.fits(var, binding, all_vars)
+            seq.pop(len(seq) - 2)
+            if fits:
+                return True
+        return False
+
+    def _may_take(self, var: str, x: int, binding: Binding, ceiling) -> bool:
+        """x satisfies var's properties, after its last event, before the next set."""
+        rank = self.order[x]
+        return bool(self.mask[x] & self.bit[var]) and (
+            self.order[binding[var][-1]] < rank < ceiling[var]
+        )
 
     def _tie_after(self, var: str, x: int) -> bool:
         """Whether a later event of the same instant as x could also bind `var`."""
@@ -255,6 +309,21 @@ class SesMatcher:
                 f"more than {STEP_LIMIT:,} partial matches in one match window: narrow the "
                 "window or the conditions, or use SELECT EARLIEST MAXIMAL"
             )
+
+
+class _Step:
+    """A frame of the extension search: the event at i, the next variable to try."""
+
+    __slots__ = ("fitted", "i", "k", "must_take", "saved", "skipped", "taken")
+
+    def __init__(self, i: int):
+        self.i = i
+        self.k = 0
+        self.taken: str | None = None
+        self.saved: list[int] = []
+        self.fitted: list[str] = []  # variables with prev() the event fitted
+        self.must_take = False
+        self.skipped = False
 
 
 def _precedes(g: dict[str, int], f: dict[str, int]) -> bool:
