@@ -196,11 +196,20 @@ def prunings_row(ds, experiment, param, query, matcher, budget, cap) -> dict:
             row[f"{prune}_error"] = type(error).__name__
             continue
         row[f"{prune}_eps"] = n / seconds
+        row[f"{prune}_rows"] = rows
         row["matches"] = rows
+    _same_rows(row)
     for prune in PRUNINGS[1:]:
         if row.get(f"{prune}_eps") and row.get("none_eps"):
             row[f"{prune}_x"] = row[f"{prune}_eps"] / row["none_eps"]
     return row
+
+
+def _same_rows(row: dict) -> None:
+    """Every pruning gives the same number of rows (they give the same rows: tests)."""
+    counts = {row[f"{p}_rows"] for p in PRUNINGS if f"{p}_rows" in row}
+    if len(counts) > 1:
+        row["rows_error"] = "prunings disagree"
 
 
 def nfa_row(ds, param, query, budget, cap) -> dict:
@@ -322,7 +331,9 @@ def size_experiments(budget: float, quick: bool, out: list) -> None:
                     row[f"{prune}_error"] = type(error).__name__
                     continue
                 row[f"{prune}_eps"] = n / seconds
+                row[f"{prune}_rows"] = rows
                 row["matches"] = rows
+            _same_rows(row)
             for prune in PRUNINGS[1:]:
                 if row.get(f"{prune}_eps") and row.get("none_eps"):
                     row[f"{prune}_x"] = row[f"{prune}_eps"] / row["none_eps"]
