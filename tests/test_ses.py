@@ -17,7 +17,6 @@ from sparkcep import QueryError
 from sparkcep.checks import compile_one, yield_checks
 from sparkcep.engines.base import ENGINES, _load_engines, choose
 from sparkcep.errors import SparkcepError
-from sparkcep.explain import explain_plan
 from sparkcep.plan import Options, analyze
 from sparkcep.runners.local import execute_local
 
@@ -197,6 +196,10 @@ def test_engines_that_cannot_answer_say_why():
 
 
 def test_explain_says_which_prunings_apply():
+    # Imported here: importing the module sparkcep.explain replaces the function
+    # sparkcep.explain on the package (tests that use the function run first).
+    from sparkcep.explain import explain_plan
+
     query = "PATTERN SEQ({c, p+}, {b}) WHERE c.PID = p.PID AND p.PID = b.PID WITHIN 15 INCLUSIVE"
     text = explain_plan(analyze(query, options=Options(prune="fpc")))
     assert "ses: SES automaton behind match windows" in text
