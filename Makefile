@@ -43,6 +43,7 @@ format: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.aseq --cap 30
+	$(BIN)/python -m benchmarks.ses
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
 	$(BIN)/python -m benchmarks.ayac

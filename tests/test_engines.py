@@ -14,6 +14,7 @@ from ayac_strategies import ayac_queries
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ses_strategies import all_queries, ses_queries, windowed_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
 
@@ -31,6 +32,9 @@ QUERY_STRATEGIES = {
     "aseq": agg_queries,
     "twostep": agg_queries,
     "ayac": ayac_queries,
+    "ses": ses_queries,
+    "jointree": all_queries,
+    "nfa-windows": windowed_queries,
 }
 
 
@@ -115,7 +119,7 @@ def test_declared_output_matches_the_rows_of_both_engines():
 
 # ---- the runners know no engine ------------------------------------------------------------
 
-ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq")
+ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq", "sparkcep.engines.ses")
 
 
 def _imports(path: Path) -> set[str]:

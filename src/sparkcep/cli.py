@@ -65,6 +65,14 @@ AlgorithmOpt = Annotated[
         "--algorithm", help="An engine by name (e.g. twostep for AGG); default: the best one."
     ),
 ]
+PruneOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prune",
+        help="Match-window prunings of the engines behind match windows: none, f (filter), "
+        "fp (and partition), fpc (and necessary conditions; the default).",
+    ),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -160,6 +168,7 @@ def run(
     ] = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    prune: PruneOpt = None,
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
@@ -172,6 +181,7 @@ def run(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        prune=prune,
     )  # fmt: skip
     with err.status("starting") as status:
         if local:
@@ -305,6 +315,7 @@ def explain(
     columns: ColumnsOpt = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    prune: PruneOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
     from sparkcep.explain import explain_queries
@@ -313,7 +324,7 @@ def explain(
     schema = valid = None
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
     )  # fmt: skip
     if input is not None:
         from sparkcep.files import read_pandas

@@ -357,9 +357,10 @@ def _load_engines() -> None:
     """Import the engine packages (each registers itself)."""
     if ENGINES:
         return
-    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
+    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep, ...)
     import sparkcep.engines.aseq
-    import sparkcep.engines.ayac.engine  # noqa: F401
+    import sparkcep.engines.ayac.engine
+    import sparkcep.engines.ses  # noqa: F401
 
 
 def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:

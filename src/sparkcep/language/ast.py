@@ -109,6 +109,9 @@ class Component:
     negated: bool = False
     kleene: bool = False
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    # The position in SEQ(...) of the event set `{...}` of two or more variables this
+    # component was written in; None for a component of its own (a set of one).
+    in_set: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,10 @@ class Query:
     threshold_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     model_path: str | None = None
     model_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    select: str | None = None  # SELECT: "all" | "earliest maximal" (event set patterns)
+    select_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    inclusive: bool = False  # WITHIN w INCLUSIVE: last.ts - first.ts <= w
+    inclusive_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib.resources import files
 
@@ -33,6 +34,8 @@ CLAUSE_FIELDS = {
     "delay_clause": "DELAY",
     "threshold_clause": "THRESHOLD",
     "model_clause": "USING MODEL",
+    "select_clause": "SELECT",
+    "inclusive_clause": "INCLUSIVE",
 }
 
 
@@ -129,10 +132,10 @@ class _ToAst(Transformer):
         return children[0]
 
     def seq(self, meta, children):
-        return tuple(children)
+        return _flatten(children)
 
     def single(self, meta, children):
-        return tuple(children)
+        return _flatten(children)
 
     def component(self, meta, children):
         negation, event_type, kleene, var, array_marker = children
@@ -151,6 +154,25 @@ class _ToAst(Transformer):
             negated=negation is not None,
             kleene=kleene is not None,
             span=span,
+        )
+
+    def event_set(self, meta, children):
+        seen: set[str] = set()
+        for item in children:
+            if item.var in seen:
+                raise self._error(f"variable '{item.var}' is used twice in this set", item.span)
+            seen.add(item.var)
+        return _EventSet(tuple(children))
+
+    def set_item(self, meta, children):
+        first, kleene, second, array_marker = children
+        event_type, var = (None, first) if second is None else (str(first), second)
+        if event_type is not None and event_type.upper() == "ANY":
+            event_type = None
+        if array_marker is not None and kleene is None:
+            raise self._error(f"'{var}[]' marks a + variable: write '{var}+'", _span(meta))
+        return ast.Component(
+            var=str(var), event_type=event_type, kleene=kleene is not None, span=_span(meta)
         )
 
     def negation(self, meta, children):
@@ -225,6 +247,17 @@ class _ToAst(Transformer):
             _span(meta),
             {"model_path": _unescape(str(token)), "model_span": _span(token)},
         )
+    def select_clause(self, meta, children):
+        return "select_clause", _span(meta), {"select": children[0], "select_span": _span(meta)}
+
+    def select_all(self, meta, children):
+        return "all"
+
+    def select_earliest_maximal(self, meta, children):
+        return "earliest maximal"
+
+    def inclusive_clause(self, meta, children):
+        return "inclusive_clause", _span(meta), {"inclusive": True, "inclusive_span": _span(meta)}
 
     def duration(self, meta, children):
         amount, unit = children
@@ -353,6 +386,27 @@ class _ToAst(Transformer):
         return ast.Literal(False, span=_span(meta))
 
 
+@dataclass(frozen=True)
+class _EventSet:
+    """`{c, p+}` while parsing: its components, flattened into SEQ by `_flatten`."""
+
+    components: tuple[ast.Component, ...]
+
+
+def _flatten(items) -> tuple[ast.Component, ...]:
+    """SEQ's components with each event set of two or more variables written out, its
+    members marked with the set's position; a set of one is a component of its own."""
+    out: list[ast.Component] = []
+    for position, item in enumerate(items):
+        if not isinstance(item, _EventSet):
+            out.append(item)
+        elif len(item.components) == 1:
+            out.append(item.components[0])
+        else:
+            out += [replace(c, in_set=position) for c in item.components]
+    return tuple(out)
+
+
 _TOKEN_NAMES = {
     "$END": "the end of the query",
     "NAME": "a name",
@@ -367,6 +421,8 @@ _TOKEN_NAMES = {
     "DOT": "'.'",
     "LSQB": "'['",
     "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
 }
 
 

@@ -32,6 +32,7 @@ from sparkcep.plan.model import (
     PlanComponent,
     ReturnColumn,
 )
+from sparkcep.plan.sets import EventSetClauses
 from sparkcep.plan.typecheck import TypeChecker
 from sparkcep.schema import Kind
 from sparkcep.timeunits import TIME_UNITS, window_ticks
@@ -59,7 +60,7 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses, AyacClauses):
+class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -138,6 +139,7 @@ class _Analyzer(TypeChecker, AggregateClauses, AyacClauses):
         self._check_edge_negations(negations, window)
         returns = self._returns()
         spec = self._aggregate_spec()
+        window, spec = self._event_set_clauses(window, spec, strategy)
         spec = self._ayac_spec(comps, window, strategy) or spec
         if window is None:
             self.warnings.append(

@@ -29,7 +29,8 @@ class Options:
     end of an interval time) and `prob_col` (an event's probability) for the engines
     that read them. Run: `max_matches` (stop after this many matches), `algorithm`
     (an engine by name, e.g. twostep; None: the best for the query), `sharing` of AGG
-    queries (prefix, chop or none).
+    queries (prefix, chop or none), `prune`: the match-window prunings of the engines
+    that run behind match windows (none, f, fp or fpc; None: the best, fpc).
     """
 
     time_col: str = "ts"
@@ -42,6 +43,7 @@ class Options:
     max_matches: int | None = None
     algorithm: str | None = None
     sharing: str = "prefix"
+    prune: str | None = None
 
 
 @dataclass(frozen=True)

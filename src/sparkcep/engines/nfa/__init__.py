@@ -58,7 +58,8 @@ class NfaEngine(Engine):
 
     def reason(self, plan) -> str | None:
         if plan.spec is not None:
-            return "it answers pattern queries (one row per match), and this one has AGG"
+            what = getattr(plan.spec, "what", "AGG")
+            return f"it answers pattern queries (one row per match), and this one has {what}"
         return None
 
     def compile(self, plans, names, options) -> NfaProgram:
