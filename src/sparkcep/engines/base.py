@@ -326,3 +326,4 @@ def _load_engines() -> None:
         return
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
     import sparkcep.engines.aseq  # noqa: F401
+    from sparkcep.engines import episodes  # noqa: F401
