@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from episode_strategies import episode_queries
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ _load_engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
 QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+QUERY_STRATEGIES["episodes"] = episode_queries  # tofel, directmatch: tests/test_episodes.py
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

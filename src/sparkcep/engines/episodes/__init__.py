@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine, _load_engines, register
 from sparkcep.engines.episodes.program import EpisodeProgram, EpisodeState
 from sparkcep.plan.episodes import EpisodeSpec
 
@@ -81,6 +81,9 @@ class ToFelEngine(_EpisodeEngine):
     """The paper's baseline (--algorithm tofel)."""
 
     name = "tofel"
+    # One example for the shared suites (Spark, streaming); tests/test_episodes.py runs
+    # every example and random rules against the oracle with each algorithm.
+    examples = _EpisodeEngine.examples[1:2]
     summary = "episode rules by ToFel's forward queues (one per rule and vertex)"
 
 
@@ -88,9 +91,13 @@ class DirectMatchEngine(_EpisodeEngine):
     """CBR over a scan of the raw window (--algorithm directmatch)."""
 
     name = "directmatch"
+    examples = _EpisodeEngine.examples[1:2]
     summary = "episode rules by DirectMatch (scan the window's raw events)"
 
 
+# Imported on its own (before the registry loaded), load the engines listed before this
+# one first, so that the registry is whole and in its order.
+_load_engines()
 register(EpisodesEngine())
 register(ToFelEngine())
 register(DirectMatchEngine())
