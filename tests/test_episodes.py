@@ -127,13 +127,7 @@ def test_tree_visits_at_most_two_root_to_leaf_paths():
     for capacity in (7, 8, 13, 64, 100):
         tree = CBSTree(capacity)
         visits = [0]
-        inner = tree._find
-
-        def counting(e, lt, rt, n, inner=inner, visits=visits):
-            visits[0] += 1
-            return inner(e, lt, rt, n)
-
-        tree._find = counting
+        tree.count_visits(visits)
         height, node = 0, tree.root
         while node > capacity:
             node, height = tree.lch[node], height + 1

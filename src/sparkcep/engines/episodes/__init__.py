@@ -69,6 +69,13 @@ class _EpisodeEngine(Engine):
     def compile(self, plans, names, options) -> EpisodeProgram:
         return EpisodeProgram(plans, names, options, self.name)
 
+    @staticmethod
+    def rule_mining():
+        """The rule-mining kernel (`sparkcep.runners.mining` finds it here)."""
+        from sparkcep.engines.episodes import mining
+
+        return mining
+
 
 class EpisodesEngine(_EpisodeEngine):
     """Min-latest occurrences by the CBS-Tree (the paper's method)."""

@@ -63,15 +63,22 @@ class CBR:
     def __init__(self, rule: Rule):
         self.rule = rule
 
-    def match(self, index: Index, lt: int, rt: int, rejected: Container[int]) -> list[int] | None:
+    def match(
+        self, index: Index, lt: int, rt: int, rejected: Container[int], arrived=None
+    ) -> list[int] | None:
         """The positions of the latest occurrence ending at instant rt (whose last
-        position is rt), or None when there is no new min-latest occurrence there."""
+        position is rt), or None when there is no new min-latest occurrence there.
+        `arrived` maps the symbols of the instant's events to their last position: a sink
+        of one of them maps to that event (line 1), without a search."""
         rule = self.rule
         pos = [NOT_FOUND] * len(rule.symbols)
         for v in rule.retrieval:
             succ = rule.succ[v]
             if succ:
                 bound = index.first_of(min(pos[w] for w in succ)) - 1
+            elif arrived is not None and rule.symbols[v] in arrived:
+                pos[v] = arrived[rule.symbols[v]]  # a new event is never rejected
+                continue
             else:
                 bound = rt
             if bound < lt:

@@ -95,13 +95,16 @@ class Matcher:
         if self.tofel is not None:
             positions = range(first, seg.count)
             triggered = self.tofel.arrive(seg, positions, symbols, first, lows)
+            arrived = None  # a sink's new event may not be kept: ToFel looks in its queues
         else:
-            triggered = self.rules.triggered(set(symbols))
+            arrived = {s: first + i for i, s in enumerate(symbols)}
+            triggered = self.rules.triggered(arrived)
         rt = seg.count - 1
         for r in triggered:
             index = self._index(seg, r)
             cbr = self.cbr[r]
-            pos = cbr.match(index, lows[self.rules[r].window], rt, seg.rejected.get(r, ()))
+            low = lows[self.rules[r].window]
+            pos = cbr.match(index, low, rt, seg.rejected.get(r, ()), arrived)
             if pos is None:
                 continue
             seg.rejected[r] = tuple(sorted(cbr.rejected(index, pos)))

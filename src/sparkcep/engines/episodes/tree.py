@@ -92,7 +92,8 @@ class CBSTree:
         self.sym = [-1] * (L + 1)
         self.lat = list(self.pos)
         self.smt = list(self.pos)
-        self.events: list[dict[int, int]] = [{} for _ in range(total + 1)]
+        self.events: list[dict[int, int]] = [{} for _ in range(total + 1)]  # leaves too
+        self._how: list = [_EMPTY, True]
         for node in range(L + 1, total + 1):
             right = self.rch[node] or self.lch[node]
             self.lat[node] = max(self.lat[self.lch[node]], self.lat[right])
@@ -104,6 +105,7 @@ class CBSTree:
         leaf = position % self.capacity + 1
         old = self.sym[leaf]
         self.sym[leaf] = symbol
+        self.events[leaf] = {symbol: 1} if symbol >= 0 else {}
         self.pos[leaf] = self.lat[leaf] = self.smt[leaf] = position
         lat, smt, lch, rch, events = self.lat, self.smt, self.lch, self.rch, self.events
         node = self.parent[leaf]
@@ -133,115 +135,34 @@ class CBSTree:
         (docs/episodes.md: that can report a non-minimal occurrence)."""
         root = self.root
         lt = max(lt, self.lat[root] - self.capacity + 1)
-        if lt > rt:
+        if lt > rt or e not in self.events[root]:
             return NOT_FOUND
-        if root <= self.capacity:  # one leaf
-            return self._leaf(root, e, lt, rt, rejected, stop)
-        if e not in self.events[root]:
-            return NOT_FOUND
-        self._rejected, self._stop = rejected, stop
+        if root <= self.capacity:  # a single leaf
+            p = self.pos[root]
+            if not lt <= p <= rt:
+                return NOT_FOUND
+            return (REJECTED if stop else NOT_FOUND) if p in rejected else p
+        self._how[0], self._how[1] = rejected, stop
         return self._find(e, lt, rt, root)
 
-    def _leaf(self, leaf, e, lt, rt, rejected, stop) -> int:
-        if self.sym[leaf] != e or not lt <= self.pos[leaf] <= rt:
-            return NOT_FOUND
-        if self.pos[leaf] in rejected:
-            return REJECTED if stop else NOT_FOUND
-        return self.pos[leaf]
+    def _search(self, visits: list[int] | None = None):
+        """FindLatestEventOccurrence(e, lt, rt, n) over this tree's arrays: closures, so
+        that the recursion runs on local names. `visits[0]` counts the nodes visited."""
+        find: list = [None]
+        cases = (_cases_1_to_3(self, find), _case_4(self, find))
+        find[0] = _node_search(self, visits, cases)
+        return find[0]
 
-    def _find(self, e: int, lt: int, rt: int, n: int) -> int:
-        if n <= self.capacity:  # lines 1-2: a leaf
-            p = self.pos[n]
-            if p in self._rejected:
-                return REJECTED if self._stop else NOT_FOUND
-            return p
-        lc, rc = self.lch[n], self.rch[n]
-        if not rc:  # the last node of an odd level: one child (node 11 of Figure 4)
-            return self._find(e, lt, rt, lc) if self._has(e, lc) else NOT_FOUND
-        if self.smt[rc] > self.lat[lc]:  # lines 3-6: the leaves are in time order
-            pos = self.pos
-            lt = max(lt, pos[self.first[n]])
-            rt = min(rt, pos[self.last[n]])
-            if lt > rt:
-                return NOT_FOUND
-            if rt == pos[self.last[rc]]:
-                return self._case_1(e, lt, rt, lc, rc)
-            if lt == pos[self.first[lc]]:
-                return self._case_2(e, lt, rt, lc, rc)
-            return self._case_3(e, lt, rt, lc, rc)
-        return self._case_4(e, lt, rt, n, lc, rc)  # line 7
+    @property
+    def _find(self):
+        search = self.__dict__.get("_search_fn")
+        if search is None:
+            search = self.__dict__["_search_fn"] = self._search()
+        return search
 
-    def _has(self, e: int, node: int) -> bool:
-        if node <= self.capacity:
-            return self.sym[node] == e
-        return e in self.events[node]
-
-    def _case_1(self, e, lt, rt, lc, rc) -> int:
-        """rt is the right child's rightmost time: one child holds the answer."""
-        pos = self.pos
-        if self._has(e, rc):  # sub-cases (a) and (b)
-            return self._find(e, max(lt, pos[self.first[rc]]), rt, rc)
-        if self._has(e, lc) and lt <= pos[self.last[lc]]:  # sub-case (b)
-            return self._find(e, lt, pos[self.last[lc]], lc)
-        return NOT_FOUND
-
-    def _case_2(self, e, lt, rt, lc, rc) -> int:
-        """lt is the left child's leftmost time, rt inside: right part first, then left."""
-        pos = self.pos
-        t = NOT_FOUND
-        if rt >= pos[self.first[rc]] and self._has(e, rc):  # step (i) of sub-case (a)
-            t = self._find(e, pos[self.first[rc]], rt, rc)
-        if t == NOT_FOUND and self._has(e, lc):  # step (ii) of (a), and sub-case (b)
-            t = self._find(e, lt, min(rt, pos[self.last[lc]]), lc)
-        return t
-
-    def _case_3(self, e, lt, rt, lc, rc) -> int:
-        """Both ends inside: the right child's part, then the left child's."""
-        pos = self.pos
-        t = NOT_FOUND
-        if self._has(e, rc) and rt >= pos[self.first[rc]]:
-            t = self._find(e, max(lt, pos[self.first[rc]]), rt, rc)
-        if t == NOT_FOUND and self._has(e, lc) and lt <= pos[self.last[lc]]:
-            t = self._find(e, lt, min(rt, pos[self.last[lc]]), lc)
-        return t
-
-    def _case_4(self, e, lt, rt, n, lc, rc) -> int:
-        """The newest leaf is under n but not its rightmost: n's leaves are λ1 (up to
-        the newest, times [n.lmt, n.lat]) and λ2 (after it, older: [n.smt, n.rmt]).
-        Search λ1 ∩ [lt, rt], then λ2 ∩ [lt, rt], newest part first, each child with
-        its interval cut to the run of times it searches (docs/episodes.md explains
-        this reading of the paper's Case_4)."""
-        pos, smt, lat = self.pos, self.smt, self.lat
-        type_3 = pos[self.first[rc]] != smt[rc]  # the newest leaf is under the right child
-        t = NOT_FOUND
-        if rt >= pos[self.first[lc]]:  # sub-case (a): [lt, rt] reaches into λ1
-            if type_3:
-                lo = max(lt, pos[self.first[rc]])
-                if lo <= rt and self._has(e, rc):
-                    t = self._find(e, lo, rt, rc)
-                lo, hi = max(lt, pos[self.first[lc]]), min(rt, pos[self.last[lc]])
-                if t == NOT_FOUND and lo <= hi and self._has(e, lc):
-                    t = self._find(e, lo, hi, lc)
-            else:
-                lo, hi = max(lt, pos[self.first[lc]]), min(rt, lat[lc])
-                if lo <= hi and self._has(e, lc):
-                    t = self._find(e, lo, hi, lc)
-            if t != NOT_FOUND:
-                return t
-        # λ2, newest part first (sub-case (b), and (a) when λ1 had no answer)
-        if type_3:
-            lo, hi = max(lt, smt[rc]), min(rt, pos[self.last[rc]])
-            if lo <= hi and self._has(e, rc):
-                t = self._find(e, lo, hi, rc)
-            return t
-        lo, hi = max(lt, pos[self.first[rc]]), min(rt, pos[self.last[rc]])
-        if lo <= hi and self._has(e, rc):
-            t = self._find(e, lo, hi, rc)
-        if t == NOT_FOUND and pos[self.last[lc]] != lat[lc]:  # the left child's λ2 part
-            lo, hi = max(lt, smt[lc]), min(rt, pos[self.last[lc]])
-            if lo <= hi and self._has(e, lc):
-                t = self._find(e, lo, hi, lc)
-        return t
+    def count_visits(self, visits: list[int]) -> None:
+        """From now on, count the nodes each search visits in `visits[0]`."""
+        self.__dict__["_search_fn"] = self._search(visits)
 
     # ---- inspection (tests, docs)
     def paper_sets(self, node: int) -> tuple[list[int], list[int]]:
@@ -250,3 +171,98 @@ class CBSTree:
         events = sorted({self.sym[x] for x in leaves if self.sym[x] >= 0})
         times = sorted(self.pos[x] + 1 for x in leaves if self.sym[x] >= 0)
         return events, times
+
+
+# ---- FindLatestEventOccurrence, as closures over a tree's arrays (`e` is in the event
+# set of the node each is called with; `find[0]` is the node search, for the recursion)
+
+
+def _node_search(tree: CBSTree, visits, cases):
+    L, lch, rch, pos, smt, lat = tree.capacity, tree.lch, tree.rch, tree.pos, tree.smt, tree.lat
+    how = tree._how  # [rejected instances, whether a rejected instance stops]
+    ordered, wrapped = cases
+
+    def find(e, lt, rt, n):
+        if visits is not None:
+            visits[0] += 1
+        if n <= L:  # lines 1-2: a leaf; a rejected instance stops the retrieval
+            p = pos[n]
+            if p in how[0]:
+                return REJECTED if how[1] else NOT_FOUND
+            return p
+        lc, rc = lch[n], rch[n]
+        if not rc:  # the last node of an odd level has one child (node 11, Figure 4)
+            return find(e, lt, rt, lc)
+        if smt[rc] > lat[lc]:  # lines 3-6: the leaves under n are in time order
+            return ordered(e, lt, rt, n, lc, rc)
+        return wrapped(e, lt, rt, lc, rc)  # line 7
+
+    return find
+
+
+def _cases_1_to_3(tree: CBSTree, search: list):
+    pos, first, last, events = tree.pos, tree.first, tree.last, tree.events
+
+    def ordered(e, lt, rt, n, lc, rc):
+        find = search[0]
+        lmt, rmt = pos[first[n]], pos[last[n]]
+        lt, rt = (lt if lt > lmt else lmt), (rt if rt < rmt else rmt)
+        if lt > rt:
+            return NOT_FOUND
+        r_lmt, l_rmt = pos[first[rc]], pos[last[lc]]
+        if rt == rmt:  # Case 1: rt is rch.rmt, one child holds the answer
+            if e in events[rc]:
+                return find(e, lt if lt > r_lmt else r_lmt, rt, rc)
+            if lt <= l_rmt and e in events[lc]:
+                return find(e, lt, l_rmt, lc)
+            return NOT_FOUND
+        # Case 2 (lt is lch.lmt) and Case 3 (both ends inside n): the right child's part
+        # [max(lt, rch.lmt), rt], then the left child's [lt, min(rt, lch.rmt)]
+        t = NOT_FOUND
+        if rt >= r_lmt and e in events[rc]:
+            t = find(e, lt if lt > r_lmt else r_lmt, rt, rc)
+        if t == NOT_FOUND and lt <= l_rmt and e in events[lc]:
+            t = find(e, lt, rt if rt < l_rmt else l_rmt, lc)
+        return t
+
+    return ordered
+
+
+def _case_4(tree: CBSTree, search: list):
+    """Case 4: the newest leaf is under n but not its rightmost. n's leaves are λ1, up to
+    the newest (times [n.lmt, n.lat]), and λ2, after it (older: [n.smt, n.rmt]). Search
+    λ1 ∩ [lt, rt], then λ2 ∩ [lt, rt], the newest part first, each child with its
+    interval cut to the run of times it searches (docs/episodes.md explains this reading
+    of the paper's Case_4)."""
+    pos, first, last, smt, lat, events = (
+        tree.pos, tree.first, tree.last, tree.smt, tree.lat, tree.events
+    )  # fmt: skip
+
+    def part(e, lo, hi, lt, rt, node):
+        """The search of `node` within [lo, hi] ∩ [lt, rt]."""
+        lo, hi = (lt if lt > lo else lo), (rt if rt < hi else hi)
+        if lo <= hi and e in events[node]:
+            return search[0](e, lo, hi, node)
+        return NOT_FOUND
+
+    def wrapped(e, lt, rt, lc, rc):
+        r_lmt, l_lmt, l_rmt, r_rmt = pos[first[rc]], pos[first[lc]], pos[last[lc]], pos[last[rc]]
+        type_3 = r_lmt != smt[rc]  # the newest leaf is under the right child
+        if rt >= l_lmt:  # sub-case (a): [lt, rt] reaches into λ1
+            if type_3:
+                t = part(e, r_lmt, lat[rc], lt, rt, rc)
+                if t == NOT_FOUND:
+                    t = part(e, l_lmt, l_rmt, lt, rt, lc)
+            else:
+                t = part(e, l_lmt, lat[lc], lt, rt, lc)
+            if t != NOT_FOUND:
+                return t
+        # sub-case (b), and (a) when λ1 had no answer: λ2, newest part first
+        if type_3:
+            return part(e, smt[rc], r_rmt, lt, rt, rc)
+        t = part(e, r_lmt, r_rmt, lt, rt, rc)
+        if t == NOT_FOUND and l_rmt != lat[lc]:  # the left child has a λ2 part
+            t = part(e, smt[lc], l_rmt, lt, rt, lc)
+        return t
+
+    return wrapped
