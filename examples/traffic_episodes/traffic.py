@@ -59,7 +59,7 @@ def level_changes(reads: pd.DataFrame, split: pd.Timestamp) -> pd.DataFrame:
     """LOW / MID / HIGH by each series' terciles before `split` (of the median of three
     readings); one event per change."""
     out = []
-    for sensor, series in reads.groupby("sensor", sort=True):
+    for _, series in reads.groupby("sensor", sort=True):
         # The median of three readings (15 minutes): one noisy reading is no change.
         series = series.assign(value=series["value"].rolling(3, min_periods=1).median())
         train = series[series["ts"] < split]["value"]
@@ -86,9 +86,9 @@ def run(data: Path = DATA, out: Path = ROOT / "examples/traffic_episodes/results
     settings = MiningSettings(symbol=SYMBOL, **SETTINGS)
     source = None
     if spark is not None:
-        from sparkcep.runners.spark_files import read_spark
-
         import tempfile
+
+        from sparkcep.runners.spark_files import read_spark
 
         folder = Path(tempfile.mkdtemp(prefix="traffic-history-"))
         history.to_csv(folder / "history.csv", index=False)
