@@ -18,7 +18,15 @@ import numpy as np
 from sparkcep.engines.episodes.cbr import CBR
 from sparkcep.engines.episodes.rules import RuleSet
 from sparkcep.engines.episodes.tofel import ToFel
-from sparkcep.engines.episodes.window import DirectMatch, Segment, TreeIndex, grow_for, push, start
+from sparkcep.engines.episodes.window import (
+    DirectMatch,
+    Segment,
+    SharedAnswers,
+    TreeIndex,
+    grow_for,
+    push,
+    start,
+)
 
 ALGORITHMS = {
     "episodes": "CBS-Tree over the last L events (DirectMatch while fewer have arrived)",
@@ -100,8 +108,9 @@ class Matcher:
             arrived = {s: first + i for i, s in enumerate(symbols)}
             triggered = self.rules.triggered(arrived)
         rt = seg.count - 1
+        shared = self._shared(seg) if triggered and self.tofel is None else None
         for r in triggered:
-            index = self._index(seg, r)
+            index = shared or self.tofel.index(seg, r)
             cbr = self.cbr[r]
             low = lows[self.rules[r].window]
             pos = cbr.match(index, low, rt, seg.rejected.get(r, ()), arrived)
@@ -111,15 +120,15 @@ class Matcher:
             if mine:
                 cap = seg.capacity
                 ids = [seg.ident[p % cap] for p in pos]
-                first, last = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
-                found.append(Found(r, pos, ids, first, last))
+                start, end = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
+                found.append(Found(r, pos, ids, start, end))
 
-    def _index(self, seg: Segment, r: int):
-        if self.algorithm == "tofel":
-            return self.tofel.index(seg, r)
+    def _shared(self, seg: Segment) -> SharedAnswers:
+        """One index for every rule of the instant: the CBS-Tree (DirectMatch while
+        fewer than L events have arrived), or DirectMatch."""
         if self.algorithm == "episodes" and seg.count >= seg.capacity:
-            return TreeIndex(seg)
-        return DirectMatch(seg)
+            return SharedAnswers(TreeIndex(seg))
+        return SharedAnswers(DirectMatch(seg))
 
     def prune(self, seg: Segment, horizon: int) -> bool:
         """Time reached `horizon`: forget what no occurrence ending from then on can

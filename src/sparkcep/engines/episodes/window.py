@@ -206,3 +206,36 @@ class TreeIndex:
 
     def exists(self, e: int, lo: int, hi: int) -> bool:
         return lo <= hi and self.tree.find(e, lo, hi) >= 0
+
+
+class SharedAnswers:
+    """The latest instances asked at one instant, found once for all the rules: the
+    latest instance of e up to rt comes from the index (the CBS-Tree, or DirectMatch's
+    scan) the first time a rule asks, and each rule's window and rejected instances are
+    checked on it — the latest instance in [lt, rt] is that one when it is at or after
+    lt, and there is none otherwise. This is how one index serves every rule of a
+    partition; the answers are those of FindLatestEventOccurrence.
+    """
+
+    def __init__(self, index):
+        self.index = index
+        self.first_of = index.first_of
+        self.answers: dict[tuple[int, int], int] = {}
+
+    def _upto(self, e: int, rt: int) -> int:
+        key = (e, rt)
+        p = self.answers.get(key)
+        if p is None:
+            p = self.answers[key] = self.index.latest(e, 0, rt)
+        return p
+
+    def latest(self, e: int, lt: int, rt: int, rejected: Container[int] = _EMPTY) -> int:
+        if lt > rt:
+            return NOT_FOUND
+        p = self._upto(e, rt)
+        if p < lt:
+            return NOT_FOUND
+        return REJECTED if p in rejected else p
+
+    def exists(self, e: int, lo: int, hi: int) -> bool:
+        return lo <= hi and self._upto(e, hi) >= lo
