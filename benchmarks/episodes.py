@@ -2,9 +2,9 @@
 
 Streams (time = record number, as in the paper):
 - `traffic`: the Minnesota freeway detectors (../shared/data/traffic), every reading one
-  event, its symbol the detector and its value's decile ("occupancy_6005:3"): 70
-  symbols, dense like the paper's traffic data (the 5 most frequent symbols make up
-  about a quarter of the events);
+  event, its symbol the detector and its value's quintile ("occupancy_6005:3"), from the
+  time all seven detectors report: 35 symbols, the 5 most frequent a quarter of the events,
+  dense like the paper's traffic data (26%);
 - `sparse`: uniform over 300 symbols (the 5 most frequent: under 2% of the events), sparse
   like the paper's Intel lab data.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import random
 import time
 from pathlib import Path
@@ -50,14 +51,15 @@ OPTIONS = Options(id_col="id")
 
 
 def traffic(n: int) -> pd.DataFrame:
+    """The first n readings of the span every detector covers, in time order."""
     frames = []
     for path in sorted(DATA.glob("*.csv")):
         frame = pd.read_csv(path, parse_dates=["timestamp"])
-        decile = pd.qcut(frame["value"], 10, labels=False, duplicates="drop")
-        frames.append(
-            pd.DataFrame({"ts": frame["timestamp"], "type": path.stem + ":" + decile.astype(str)})
-        )
-    stream = pd.concat(frames).sort_values("ts", kind="stable").head(n)
+        level = pd.qcut(frame["value"], 5, labels=False, duplicates="drop").astype(str)
+        frames.append(pd.DataFrame({"ts": frame["timestamp"], "type": path.stem + ":" + level}))
+    start = max(f["ts"].min() for f in frames)
+    stream = pd.concat(frames)
+    stream = stream[stream["ts"] >= start].sort_values("ts", kind="stable").head(n)
     return _numbered(stream["type"].to_numpy())
 
 
@@ -112,7 +114,7 @@ def _edges(k: int, avee: float, rng: random.Random) -> list[tuple[int, int]]:
     roots = sorted(
         {find(v) for v in range(k)}, key=lambda r: min(v for v in range(k) if find(v) == r)
     )
-    for a, b in zip(roots, roots[1:]):
+    for a, b in itertools.pairwise(roots):
         u = min(v for v in range(k) if find(v) == a)
         w = max(v for v in range(k) if find(v) == b)
         u, w = min(u, w), max(u, w)
