@@ -392,3 +392,12 @@ def test_doctests_of_the_episode_modules():
         assert failed == 0, name
     failed, _ = doctest.testmod(importlib.import_module("sparkcep.plan.episodes"))
     assert failed == 0
+
+
+def test_explain_says_what_a_rule_file_runs():
+    from sparkcep.explain import explain_queries
+
+    text = explain_queries(TRAFFIC)
+    assert "engine      episodes" in text
+    assert "(W w, X x, Y y; w -> y, x -> y)" in text and "predicts Z" in text
+    assert "output      t_s, t_e, vertices, ids, predict, after, before" in text
