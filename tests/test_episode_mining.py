@@ -167,7 +167,7 @@ def test_spark_mining_equals_local_mining(spark, tmp_path):
     source = read_spark(spark, str(path))
     for key in ((), ("road",)):
         settings = MiningSettings(
-            window="6", rule_window="10", min_support=5, min_confidence=0.5, key=key
+            window="6", rule_window="10", min_support=5, min_confidence=0.5, max_length=2, key=key
         )
         local, _ = mine_rules(events, settings, Options())
         remote, _ = mine_rules(None, settings, Options(), spark_source=source)
