@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ayac_strategies import ayac_queries
+from episode_strategies import episode_queries
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ QUERY_STRATEGIES = {
     "jointree": all_queries,
     "nfa-windows": windowed_queries,
 }
+QUERY_STRATEGIES["episodes"] = episode_queries  # tofel, directmatch: tests/test_episodes.py
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

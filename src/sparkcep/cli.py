@@ -90,7 +90,7 @@ def _query_text(query: str) -> str:
         if not path.is_file():
             raise SparkcepError(f"the query file '{query}' does not exist")
         return path.read_text()
-    if query.lstrip().upper().startswith(("PATTERN", "QUERY")):
+    if query.lstrip().upper().startswith(("PATTERN", "QUERY", "RULE", "EPISODE")):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
@@ -575,6 +575,141 @@ def _print_model(model: dict, output: str, seconds: float):
     out.print(table)
     out.print(f"complete matches {model['complete_matches']:,}; model -> {output}; "
               f"{seconds:.2f} s", markup=False, highlight=False)  # fmt: skip
+
+
+# ---- episode rules from data (docs/episodes.md) ------------------------------------------
+
+
+@app.command("mine-rules")
+def mine_rules(
+    input: Annotated[str, typer.Option("--input", "-i", help="History: event file or folder.")],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="The rule file to write.")
+    ] = "rules.cep",
+    window: Annotated[
+        str, typer.Option("--window", help="Predicate window, e.g. '10 min' or 100 (ticks).")
+    ] = "10",
+    rule_window: Annotated[
+        str | None,
+        typer.Option("--rule-window", help="Rule window (default: the predicate window)."),
+    ] = None,
+    min_support: Annotated[
+        int, typer.Option("--min-support", help="Fewest minimal occurrences of a predicate.")
+    ] = 5,
+    min_confidence: Annotated[
+        float, typer.Option("--min-confidence", help="Least share of held predictions.")
+    ] = 0.5,
+    max_length: Annotated[
+        int, typer.Option("--max-length", help="Most events in a predicate.", min=1)
+    ] = 3,
+    max_candidates: Annotated[
+        int, typer.Option("--max-candidates", help="Most candidate predicates per level.")
+    ] = 20_000,
+    symbol: Annotated[
+        str | None,
+        typer.Option("--symbol", help="SYMBOL expression, e.g. \"concat(sensor, ':', level)\"."),
+    ] = None,
+    key: Annotated[
+        list[str] | None, typer.Option("--key", help="Partition by this column (repeatable).")
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="pandas only, without Spark.")] = False,
+    master: MasterOpt = None,
+    time_col: TimeOpt = "ts",
+    type_col: TypeOpt = "type",
+    time_unit: UnitOpt = None,
+    tiebreak: TieOpt = None,
+    sep: SepOpt = ",",
+):
+    """Mine episode rules from history (minimal occurrences, a Spark job) into a rule
+    file that `run` and `evaluate-rules` read."""
+    from sparkcep.runners.mining import MiningSettings, mine_rules, rules_file
+
+    started = time.time()
+    options = Options(time_col=time_col, type_col=type_col, time_unit=time_unit, tiebreak=tiebreak)
+    settings = MiningSettings(
+        window=window, rule_window=rule_window or window, min_support=min_support,
+        min_confidence=min_confidence, max_length=max_length, max_candidates=max_candidates,
+        symbol=symbol, key=tuple(key or ()),
+    )  # fmt: skip
+    with err.status("mining rules") as status:
+        events, source = _rule_input(input, local, master, sep, status)
+        rules, settings = mine_rules(events, settings, options, spark_source=source)
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(rules_file(rules, settings))
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("mode", "local (pandas, no Spark)" if local else "Spark")
+    table.add_row("windows", f"predicate {settings.window}, rule {settings.rule_window}")
+    table.add_row("rules", f"{len(rules):,}  -> {output}")
+    table.add_row("seconds", f"{time.time() - started:.2f}")
+    out.print(table)
+
+
+@app.command("evaluate-rules")
+def evaluate_rules(
+    rules: Annotated[str, typer.Argument(help="A rule file.")],
+    input: Annotated[str, typer.Option("--input", "-i", help="Held-out events.")],
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write the table (.csv or .jsonl).")
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="pandas only, without Spark.")] = False,
+    master: MasterOpt = None,
+    time_col: TimeOpt = "ts",
+    type_col: TypeOpt = "type",
+    id_col: IdOpt = None,
+    time_unit: UnitOpt = None,
+    tiebreak: TieOpt = None,
+    algorithm: AlgorithmOpt = None,
+    sep: SepOpt = ",",
+):
+    """Precision and recall of each rule's predicted intervals on held-out events (a
+    prediction holds when its event occurs inside the interval)."""
+    from sparkcep.files import write_pandas
+    from sparkcep.runners.mining import evaluate_rules as evaluate
+
+    text = _query_text(rules)
+    options = Options(
+        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
+        tiebreak=tiebreak, algorithm=algorithm,
+    )  # fmt: skip
+    with err.status("evaluating rules") as status:
+        events, source = _rule_input(input, local, master, sep, status)
+        report = evaluate(text, events, options, spark_source=source)
+    if output:
+        write_pandas(report, output)
+    table = Table()
+    for col in ("rule", "predict", "predictions", "held", "precision", "recalled", "recall"):
+        table.add_column(col, justify="left" if col in ("rule", "predict") else "right")
+    for row in report.head(40).itertuples(index=False):
+        table.add_row(
+            str(row.rule), str(row.predict), f"{row.predictions:,}", f"{row.held:,}",
+            _share(row.precision), f"{row.recalled:,}/{row.consequents:,}", _share(row.recall),
+        )  # fmt: skip
+    out.print(table)
+    if len(report) > 40:
+        out.print(f"... {len(report) - 40} more rules" + (f" in {output}" if output else ""))
+    held, made = int(report["held"].sum()), int(report["predictions"].sum())
+    out.print(
+        f"all rules: {held:,} of {made:,} predictions held ({_share(held / made if made else None)})"
+    )
+
+
+def _share(value) -> str:
+    return "-" if value is None or value != value else f"{value:.1%}"
+
+
+def _rule_input(path: str, local: bool, master, sep: str, status):
+    """(pandas frame, None) with --local, else (None, the Spark input)."""
+    status.update("reading " + path)
+    if local:
+        from sparkcep.files import read_pandas
+
+        return read_pandas(path, sep=sep), None
+    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark_session import spark_session
+
+    return None, read_spark(spark_session(master), path, sep=sep)
 
 
 def main():

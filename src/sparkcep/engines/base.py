@@ -353,14 +353,27 @@ def compile_jobs(
     ]
 
 
+_LOADED = False
+
+
 def _load_engines() -> None:
-    """Import the engine packages (each registers itself)."""
-    if ENGINES:
+    """Import the engine packages (each registers itself), then keep the registry in
+    the order `choose` tries them, whichever package was imported first."""
+    global _LOADED
+    if _LOADED:
         return
-    import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep, ...)
-    import sparkcep.engines.aseq
-    import sparkcep.engines.ayac.engine
-    import sparkcep.engines.ses  # noqa: F401
+    _LOADED = True
+    from sparkcep.engines import aseq, ayac, episodes, nfa, ses  # noqa: F401
+    from sparkcep.engines.ayac import engine  # noqa: F401
+
+    order = ["nfa", "aseq", "twostep", "ayac", "ses", "jointree", "nfa-windows"]
+    order += ["episodes", "tofel", "directmatch"]
+    ranked = sorted(
+        ENGINES.items(),
+        key=lambda item: (item[0] not in order, order.index(item[0]) if item[0] in order else 0),
+    )
+    ENGINES.clear()
+    ENGINES.update(ranked)
 
 
 def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:

@@ -140,6 +140,26 @@ class MissingRate:
 
 
 @dataclass(frozen=True)
+class EpisodeEdge:
+    """`u -> v` in an EPISODE: the event of u precedes the event of v."""
+
+    source: str
+    target: str
+    source_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    target_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """`EPISODE (W w, X x, Y y; w -> y, x -> y)`: vertices (symbol and variable, kept
+    as components) and the edges of the DAG (docs/episodes.md)."""
+
+    vertices: tuple[Component, ...]
+    edges: tuple[EpisodeEdge, ...] = ()
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
 class DelayLaw:
     """One item of `DELAY z EXPONENTIAL(2 min)`: the law of z's gap from the previous positive."""
 
@@ -148,6 +168,15 @@ class DelayLaw:
     args: tuple[Duration, ...]
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     law_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """`PREDICT Z WITHIN 15 min`: the consequent's symbol and the rule window."""
+
+    symbol: str
+    within: Duration
+    span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
 
 
 @dataclass(frozen=True)
@@ -179,6 +208,13 @@ class Query:
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    # Episode rules (RULE name: EPISODE ...): the components are the vertices.
+    episode: Episode | None = None
+    predict: Prediction | None = None
+    symbol: Expr | None = None  # SYMBOL expr: an event's symbol from its columns
+    symbol_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    confidence: float | None = None
+    confidence_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
 
 
 def walk(expr: Expr):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.resources import files
@@ -36,6 +37,9 @@ CLAUSE_FIELDS = {
     "model_clause": "USING MODEL",
     "select_clause": "SELECT",
     "inclusive_clause": "INCLUSIVE",
+    "symbol_clause": "SYMBOL",
+    "predict_clause": "PREDICT",
+    "confidence_clause": "CONFIDENCE",
 }
 
 
@@ -278,6 +282,50 @@ class _ToAst(Transformer):
         return ast.OutputItem(expr, None if alias is None else _name(alias), span=_span(meta))
 
     agg_item = return_item
+
+    # ---- episode rules (docs/episodes.md)
+    def named_rule(self, meta, children):
+        return self.named_query(meta, children)
+
+    def single_episode(self, meta, children):
+        return children[0]
+
+    def episode_query(self, meta, children):
+        episode, *clauses = children
+        return replace(self.query(meta, [episode.vertices, *clauses]), episode=episode)
+
+    def episode_clause(self, meta, children):
+        *vertices, edges = children
+        return ast.Episode(tuple(vertices), tuple(edges or ()), span=_span(meta))
+
+    def episode_vertex(self, meta, children):
+        (symbol, _), var = children
+        return ast.Component(var=str(var), event_type=symbol, span=_span(meta))
+
+    def episode_symbol(self, meta, children):
+        token = children[0]
+        text = _unescape(str(token)) if token.type == "STRING" else str(token)
+        return text, _span(token)
+
+    def episode_edges(self, meta, children):
+        return [edge for chain in children for edge in chain]
+
+    def episode_edge(self, meta, children):
+        return [
+            ast.EpisodeEdge(str(a), str(b), _span(a), _span(b))
+            for a, b in itertools.pairwise(children)
+        ]
+
+    def symbol_clause(self, meta, children):
+        return "symbol_clause", _span(meta), {"symbol": children[0], "symbol_span": _span(meta)}
+
+    def predict_clause(self, meta, children):
+        (symbol, span), duration = children
+        return "predict_clause", _span(meta), {"predict": ast.Prediction(symbol, duration, span)}
+
+    def confidence_clause(self, meta, children):
+        values = {"confidence": float(children[0]), "confidence_span": _span(children[0])}
+        return "confidence_clause", _span(meta), values
 
     # ---- expressions
     def or_(self, meta, children):

@@ -23,6 +23,7 @@ from sparkcep.language import ast
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
 from sparkcep.plan.ayac import AyacClauses
+from sparkcep.plan.episodes import EpisodeClauses
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -60,7 +61,7 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses):
+class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses, EpisodeClauses):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -102,6 +103,8 @@ class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses):
     # ---- driver
     def run(self) -> Plan:
         q = self.query
+        if q.episode is not None:
+            return self._episode_plan()
         self._check_aggregate_clauses()
         self._check_columns_exist()
         comps = self._components()

@@ -146,7 +146,8 @@ def _laid_out(program: Program, checked: Checked, partitions: int) -> tuple[Data
         events = events.filter(filter_column(program.signatures, type_col))
     for k in dict.fromkeys([*program.partition_cols, *program.segment_cols]):
         events = events.filter(F.col(f"`{k}`").isNotNull())
-    needed = [c for c in program.columns() if c != type_col] + [TICKS, MASK]
+    read = program.attributes()  # the type column too, when the engine reads it
+    needed = [c for c in program.columns() if c != type_col or c in read] + [TICKS, MASK]
     events = events.select(*[F.col(f"`{c}`") for c in dict.fromkeys(needed)])
     before, after = program.reach
     layout = choose_layout(

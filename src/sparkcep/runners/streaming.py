@@ -405,8 +405,15 @@ class StreamStep:
         return self._shaped(shaped)
 
     def _shaped(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """All columns of the output schema, absent ones null."""
-        return frame.reindex(columns=self.names)
+        """All columns of the output schema, absent ones null.
+
+        Absent columns hold None, not NaN: Spark converts a list column cell by cell and
+        takes NaN for a value (a pending row has no `missing` list)."""
+        shaped = frame.reindex(columns=self.names)
+        for name in self.names:
+            if name not in frame.columns:
+                shaped[name] = pd.Series([None] * len(frame), index=shaped.index, dtype=object)
+        return shaped
 
 
 # ---- exactly-once file output ------------------------------------------------------------

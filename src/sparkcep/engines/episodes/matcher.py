@@ -1,0 +1,145 @@
+"""One partition's events, instant by instant, through one of the three algorithms.
+
+Each instant's events are added to the segment (the ring and, for CBS-Tree, the tree);
+then every rule whose sink symbol arrived is retrieved with CBR from the index the
+algorithm uses — the CBS-Tree (DirectMatch while fewer than L events have arrived),
+DirectMatch's scan, or ToFel's queues — and a found min-latest occurrence replaces the
+rule's rejected instances. A row is reported when the instant is owned (Spark's time
+ranges; always, otherwise).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparkcep.engines.episodes.cbr import CBR
+from sparkcep.engines.episodes.rules import RuleSet
+from sparkcep.engines.episodes.tofel import ToFel
+from sparkcep.engines.episodes.window import (
+    DirectMatch,
+    Segment,
+    SharedAnswers,
+    TreeIndex,
+    grow_for,
+    push,
+    start,
+)
+
+ALGORITHMS = {
+    "episodes": "CBS-Tree over the last L events (DirectMatch while fewer have arrived)",
+    "tofel": "ToFel: forward filter, one queue per vertex of each rule",
+    "directmatch": "DirectMatch: scan the raw events of the window",
+}
+MIN_CAPACITY = 8
+MAX_START_CAPACITY = 1024
+
+
+@dataclass
+class Found:
+    """A min-latest occurrence: the rule, its events' positions and the instant's end."""
+
+    rule: int
+    positions: list[int]
+    ids: list
+    start_time: object
+    end_time: object
+
+
+class _Lows(dict):
+    """Predicate window -> the first position within it, computed when first asked."""
+
+    def __init__(self, seg: Segment, tick: int):
+        super().__init__()
+        self.seg, self.tick = seg, tick
+
+    def __missing__(self, window: int) -> int:
+        low = self[window] = self.seg.lower(self.tick - window)
+        return low
+
+
+class Matcher:
+    """Min-latest occurrences of a rule set over the segments of a stream."""
+
+    def __init__(self, rules: RuleSet, algorithm: str):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}")
+        self.rules = rules
+        self.algorithm = algorithm
+        self.cbr = [CBR(rule) for rule in rules.rules]
+        self.tofel = ToFel(rules) if algorithm == "tofel" else None
+
+    def feed(
+        self, seg: Segment, symbols, ticks, new_instant, times, ids, owned=None
+    ) -> list[Found]:
+        """Events of one segment in processing order (symbol ids >= 0), with the start
+        of each instant marked; returns the occurrences found at owned instants."""
+        n = len(symbols)
+        if not n:
+            return []
+        if seg.capacity == 0:
+            start(seg, self._start_capacity(), times, ids)
+        starts = [*np.flatnonzero(new_instant).tolist(), n]
+        found: list[Found] = []
+        symbols, ticks = symbols.tolist(), ticks.tolist()
+        for a, b in itertools.pairwise(starts):
+            mine = owned is None or bool(owned[b - 1])
+            self._instant(seg, symbols[a:b], ticks[a], times[a:b], ids[a:b], mine, found)
+        return found
+
+    def _start_capacity(self) -> int:
+        return min(max(self.rules.max_window, MIN_CAPACITY), MAX_START_CAPACITY)
+
+    def _instant(self, seg: Segment, symbols, tick, times, ids, mine, found) -> None:
+        first = seg.count
+        if self.algorithm == "episodes":
+            seg.tree()  # built (or rebuilt after the state was read back) before the pushes
+        for s, t, i in zip(symbols, times, ids):
+            grow_for(seg, tick, self.rules.max_window)
+            push(seg, s, tick, first, t, i)
+        lows = _Lows(seg, tick)
+        if self.tofel is not None:
+            positions = range(first, seg.count)
+            triggered = self.tofel.arrive(seg, positions, symbols, first, lows)
+            arrived = None  # a sink's new event may not be kept: ToFel looks in its queues
+        else:
+            arrived = {s: first + i for i, s in enumerate(symbols)}
+            triggered = self.rules.triggered(arrived)
+        rt = seg.count - 1
+        shared = self._shared(seg) if triggered and self.tofel is None else None
+        for r in triggered:
+            index = shared or self.tofel.index(seg, r)
+            cbr = self.cbr[r]
+            low = lows[self.rules[r].window]
+            pos = cbr.match(index, low, rt, seg.rejected.get(r, ()), arrived)
+            if pos is None:
+                continue
+            seg.rejected[r] = tuple(sorted(cbr.rejected(index, pos)))
+            if mine:
+                cap = seg.capacity
+                ids = [seg.ident[p % cap] for p in pos]
+                start, end = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
+                found.append(Found(r, pos, ids, start, end))
+
+    def _shared(self, seg: Segment) -> SharedAnswers:
+        """One index for every rule of the instant: the CBS-Tree (DirectMatch while
+        fewer than L events have arrived), or DirectMatch."""
+        if self.algorithm == "episodes" and seg.count >= seg.capacity:
+            return SharedAnswers(TreeIndex(seg))
+        return SharedAnswers(DirectMatch(seg))
+
+    def prune(self, seg: Segment, horizon: int) -> bool:
+        """Time reached `horizon`: forget what no occurrence ending from then on can
+        use. Returns whether the segment still holds anything."""
+        if seg.count == 0:
+            return False
+        last = int(seg.tick[(seg.count - 1) % seg.capacity])
+        if last <= horizon - self.rules.max_window:
+            return False
+        low = seg.lower(horizon - self.rules.max_window)
+        seg.rejected = {r: p for r, p in seg.rejected.items() if p and max(p) >= low}
+        if self.tofel is not None:
+            self.tofel.prune(seg, lambda w: seg.lower(horizon - w))
+        return True

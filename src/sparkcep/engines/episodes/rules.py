@@ -1,0 +1,89 @@
+"""Episode rules compiled together: one symbol table, each rule's DAG as index lists,
+and the indexes an arriving event is looked up in (the rules a symbol can end, for
+CBS-Tree and DirectMatch; every vertex of a symbol, for ToFel)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparkcep.plan import Plan
+from sparkcep.plan.episodes import EpisodeSpec
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule over symbol ids: vertex i has symbol `symbols[i]`."""
+
+    name: str | None
+    symbols: tuple[int, ...]
+    succ: tuple[tuple[int, ...], ...]
+    pred: tuple[tuple[int, ...], ...]
+    topological: tuple[int, ...]  # every edge forward
+    retrieval: tuple[int, ...]  # reverse topological order: sinks first (Algorithm 1)
+    sinks: tuple[int, ...]
+    window: int  # predicate window, ticks (t_e − t_s < window)
+    rule_window: int  # ticks: the consequent is predicted in (t_e, t_s + rule_window)
+    predict: str
+    confidence: float | None
+
+
+class RuleSet:
+    """The rules of one program.
+
+    >>> from sparkcep.plan import analyze
+    >>> plans = [analyze("EPISODE (W w, X x, Y y; w -> y, x -> y) WITHIN 10 PREDICT Z WITHIN 15"),
+    ...          analyze("EPISODE (X x, Z z; x -> z) WITHIN 5 PREDICT W WITHIN 5")]
+    >>> rules = RuleSet(plans, ["traffic", "other"])
+    >>> rules.symbols, rules.by_sink, rules.max_window
+    (['W', 'X', 'Y', 'Z'], {2: (0,), 3: (1,)}, 10)
+    >>> rules[0].retrieval, rules[0].sinks
+    ((2, 1, 0), (2,))
+    """
+
+    def __init__(self, plans: Sequence[Plan], names: Sequence[str | None]):
+        self.symbols: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.rules: list[Rule] = []
+        sink_lists: dict[int, list[int]] = {}
+        vertex_lists: dict[int, list[tuple[int, int]]] = {}
+        for r, (plan, name) in enumerate(zip(plans, names)):
+            spec: EpisodeSpec = plan.spec  # type: ignore[assignment]
+            symbols = tuple(self.code(s) for s in spec.symbols)
+            topological = spec.topological()
+            rule = Rule(
+                name=name, symbols=symbols, succ=spec.successors(), pred=spec.predecessors(),
+                topological=topological, retrieval=tuple(reversed(topological)),
+                sinks=spec.sinks(), window=int(plan.window), rule_window=spec.rule_window,
+                predict=spec.predict, confidence=spec.confidence,
+            )  # fmt: skip
+            self.rules.append(rule)
+            for v in rule.sinks:
+                sink_lists.setdefault(symbols[v], []).append(r)
+            for v, s in enumerate(symbols):
+                vertex_lists.setdefault(s, []).append((r, v))
+        self.by_sink = {s: tuple(dict.fromkeys(rs)) for s, rs in sink_lists.items()}
+        self.by_vertex = {s: tuple(vs) for s, vs in vertex_lists.items()}
+        self.max_window = max(r.window for r in self.rules)
+        self.windows = sorted({r.window for r in self.rules})
+
+    def code(self, symbol: str) -> int:
+        """The id of a symbol (added when new)."""
+        if symbol not in self.codes:
+            self.codes[symbol] = len(self.symbols)
+            self.symbols.append(symbol)
+        return self.codes[symbol]
+
+    def __getitem__(self, r: int) -> Rule:
+        return self.rules[r]
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def triggered(self, symbols) -> list[int]:
+        """The rules a set of arriving symbols can end (a sink's symbol arrived), in
+        rule order."""
+        found: set[int] = set()
+        for s in symbols:
+            found.update(self.by_sink.get(s, ()))
+        return sorted(found)
