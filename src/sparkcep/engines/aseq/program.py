@@ -40,6 +40,12 @@ SHARING = ("chop", "prefix", "none")
 NEW = "__new"
 
 
+def _new_stats() -> dict:
+    """What a run measured: the most prefix counters alive at once (A-Seq), the partial
+    matches built and the most alive at once (enumeration), and the matches aggregated."""
+    return {"peak_counters": 0, "partial_matches": 0, "peak_partial": 0, "matches": 0}
+
+
 @state_class
 @dataclass
 class AggregateState:
@@ -47,7 +53,7 @@ class AggregateState:
     buffer: pd.DataFrame | None = None  # events of the last window (enumerated queries)
     latest: int | None = None
     closed: bool = False  # chop-connect ran: there are no counters to continue from
-    stats: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=_new_stats)
 
 
 @dataclass
