@@ -172,13 +172,16 @@ def _connect_starts(
     p_idx, t_idx = ranges(lo, lo + starts.tail_count[pair_d])
     ok = ts[tail.group[t_idx]] - ts[pair_tag[p_idx]] < window
     p_idx, t_idx = p_idx[ok], t_idx[ok]
-    head_count, tail_count = snap_count[p_idx], tail.count[t_idx]
-    count = head_count * tail_count
+    count = snap_count[p_idx] * tail.count[t_idx]
     moments = {}
-    for ch, m in snap_moments.items():  # aggregated variable in the head
-        moments[ch] = m.take(p_idx).scaled(tail_count)
-    for ch, m in tail.moments.items():  # aggregated variable in the tail
-        moments[ch] = m.take(t_idx).scaled(head_count)
+    if snap_moments:  # aggregated variables in the head: times the tail's matches
+        tail_count = tail.count[t_idx]
+        for ch, m in snap_moments.items():
+            moments[ch] = m.take(p_idx).scaled(tail_count)
+    if tail.moments:  # aggregated variables in the tail: times the head's matches
+        head_count = snap_count[p_idx]
+        for ch, m in tail.moments.items():
+            moments[ch] = m.take(t_idx).scaled(head_count)
     chain = Chain(pair_tag[p_idx], tail.group[t_idx], count, moments)
     return chain.take(np.flatnonzero(count != 0)).merged(len(ts))
 
