@@ -25,76 +25,207 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sparkcep.engines.state import state_class
 from sparkcep.plan import Plan
 
-NO_WINDOW = np.iinfo(np.int64).max // 4
+NO_WINDOW = np.iinfo(np.int64).max // 4  # the window of a query without WITHIN (ticks)
+LONG_AGO = np.iinfo(np.int64).min // 4  # the end time of matches counted in earlier batches
+
+
+def window_of(plan: Plan) -> int:
+    """The plan's window in ticks (NO_WINDOW when it has none)."""
+    return plan.window if plan.window is not None else NO_WINDOW
+
+
+@dataclass(frozen=True)
+class Channel:
+    """The values an aggregate reads: the attribute `attr` of the event bound to `var`."""
+
+    var: str
+    attr: str
+
+
+def channel(item) -> Channel:
+    """The value channel an aggregate reads (count needs none)."""
+    return Channel(item.var, item.attr)
+
+
+def channels_of(plan: Plan) -> list[Channel]:
+    out = []
+    for item in plan.aggregate.items:
+        if item.var is not None and channel(item) not in out:
+            out.append(channel(item))
+    return out
+
+
+@state_class
+@dataclass
+class Moments:
+    """What a bundle of matches holds of one channel: the sum and the number of non-null
+    values (for SUM and AVG), the minimum and the maximum (nulls leave them at +inf and
+    -inf). The four arrays have one shape: one entry per bundle.
+
+    >>> m = Moments.of_values(np.array([3, 5]), np.array([False, True]))
+    >>> m.sums.tolist(), m.nonnull.tolist(), m.mins.tolist(), m.maxs.tolist()
+    ([3, 0], [1, 0], [3.0, inf], [3.0, -inf])
+    >>> twice = m.scaled(np.array([2, 0]))  # the first bundle's match taken twice
+    >>> twice.sums.tolist(), twice.nonnull.tolist(), twice.mins.tolist()
+    ([6, 0], [2, 0], [3.0, inf])
+    """
+
+    sums: np.ndarray
+    nonnull: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+
+    @staticmethod
+    def zeros(shape, sum_dtype=np.float64, count_dtype=np.int64) -> Moments:
+        """Bundles of no match."""
+        return Moments(
+            np.zeros(shape, dtype=sum_dtype),
+            np.zeros(shape, dtype=count_dtype),
+            np.full(shape, np.inf),
+            np.full(shape, -np.inf),
+        )
+
+    @staticmethod
+    def empty() -> Moments:
+        return Moments.zeros(0)
+
+    @staticmethod
+    def of_values(values: np.ndarray, null: np.ndarray) -> Moments:
+        """One match per entry, with its value (`null`: it has none)."""
+        floats = values.astype(np.float64)
+        return Moments(
+            np.where(null, 0, values),
+            (~null).astype(np.int64),
+            np.where(null, np.inf, floats),
+            np.where(null, -np.inf, floats),
+        )
+
+    @staticmethod
+    def concat(parts: list[Moments]) -> Moments:
+        return Moments(
+            concat_arrays([p.sums for p in parts]),
+            concat_arrays([p.nonnull for p in parts]),
+            concat_arrays([p.mins for p in parts]),
+            concat_arrays([p.maxs for p in parts]),
+        )
+
+    def take(self, index) -> Moments:
+        return Moments(self.sums[index], self.nonnull[index], self.mins[index], self.maxs[index])
+
+    def put(self, index, other: Moments) -> None:
+        """Overwrite the bundles at `index` with `other`'s."""
+        self.sums[index] = other.sums
+        self.nonnull[index] = other.nonnull
+        self.mins[index] = other.mins
+        self.maxs[index] = other.maxs
+
+    def scaled(self, count: np.ndarray) -> Moments:
+        """Each bundle's matches, each taken `count` times (count >= 0)."""
+        some = count > 0
+        return Moments(
+            self.sums * count,
+            self.nonnull * count,
+            np.where(some, self.mins, np.inf),
+            np.where(some, self.maxs, -np.inf),
+        )
+
+    def plus(self, other: Moments) -> Moments:
+        """The bundles of both, entry by entry."""
+        return Moments(
+            self.sums + other.sums,
+            self.nonnull + other.nonnull,
+            np.minimum(self.mins, other.mins),
+            np.maximum(self.maxs, other.maxs),
+        )
+
+    def cleared(self, where: np.ndarray) -> Moments:
+        """Bundles of no match where `where` holds, the others unchanged."""
+        return Moments(
+            np.where(where, 0, self.sums),
+            np.where(where, 0, self.nonnull),
+            np.where(where, np.inf, self.mins),
+            np.where(where, -np.inf, self.maxs),
+        )
+
+    def bundled(self, inverse: np.ndarray, n: int) -> Moments:
+        """Entries with equal `inverse` (in 0..n-1) bundled into one."""
+        return Moments(
+            sum_by(inverse, self.sums, n),
+            sum_by(inverse, self.nonnull, n),
+            min_by(inverse, self.mins, n),
+            max_by(inverse, self.maxs, n),
+        )
+
+    def widened(self) -> Moments:
+        """Integer counts and sums as Python integers (exact beyond 64 bits)."""
+        sums = self.sums.astype(object) if self.sums.dtype.kind in "iu" else self.sums
+        return Moments(sums, self.nonnull.astype(object), self.mins, self.maxs)
 
 
 @dataclass
 class Contributions:
-    """Bundles of matches: start and end time (ticks), partition, count, and per aggregate
-    channel (name) the sum, non-null count, min and max of the aggregated values."""
+    """Bundles of matches: start and end time (ticks), partition, count, and the moments
+    of each aggregate channel."""
 
     segment: np.ndarray
     start: np.ndarray
     end: np.ndarray
     count: np.ndarray
-    sums: dict[str, np.ndarray] = field(default_factory=dict)
-    nonnull: dict[str, np.ndarray] = field(default_factory=dict)
-    mins: dict[str, np.ndarray] = field(default_factory=dict)
-    maxs: dict[str, np.ndarray] = field(default_factory=dict)
+    moments: dict[Channel, Moments] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.start)
 
     @staticmethod
-    def empty(channels: list[str]) -> Contributions:
-        z = np.zeros(0, dtype=np.int64)
-        f = np.zeros(0, dtype=np.float64)
-        return Contributions(
-            z, z, z, z, {c: f for c in channels}, {c: z for c in channels},
-            {c: f for c in channels}, {c: f for c in channels},
-        )  # fmt: skip
+    def empty(channels: list[Channel]) -> Contributions:
+        none = np.zeros(0, dtype=np.int64)
+        return Contributions(none, none, none, none, {c: Moments.empty() for c in channels})
 
     @staticmethod
     def concat(parts: list[Contributions]) -> Contributions:
         parts = [p for p in parts if len(p)] or parts[:1]
         if len(parts) == 1:
             return parts[0]
-
-        def cat(name):
-            return {
-                k: _concat([getattr(p, name)[k] for p in parts]) for k in getattr(parts[0], name)
-            }
-
         return Contributions(
-            _concat([p.segment for p in parts]),
-            _concat([p.start for p in parts]),
-            _concat([p.end for p in parts]),
-            _concat([p.count for p in parts]),
-            cat("sums"),
-            cat("nonnull"),
-            cat("mins"),
-            cat("maxs"),
+            concat_arrays([p.segment for p in parts]),
+            concat_arrays([p.start for p in parts]),
+            concat_arrays([p.end for p in parts]),
+            concat_arrays([p.count for p in parts]),
+            {ch: Moments.concat([p.moments[ch] for p in parts]) for ch in parts[0].moments},
         )
 
 
-def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+def concat_arrays(arrays: list[np.ndarray]) -> np.ndarray:
+    """np.concatenate, exact when some arrays hold Python integers (dtype object)."""
     if any(a.dtype == object for a in arrays):
         return np.concatenate([a.astype(object) for a in arrays])
     return np.concatenate(arrays)
 
 
-def channel(item) -> str:
-    """The value channel an aggregate reads: 'var.attr' (count needs none)."""
-    return f"{item.var}.{item.attr}"
+def sum_by(inverse: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per i in 0..n-1, the sum of values[inverse == i]."""
+    if values.dtype == object:
+        out = np.zeros(n, dtype=object)
+        for i, v in zip(inverse, values):
+            out[i] += v
+        return out
+    out = np.zeros(n, dtype=values.dtype)
+    np.add.at(out, inverse, values)
+    return out
 
 
-def channels_of(plan: Plan) -> list[str]:
-    out = []
-    for item in plan.aggregate.items:
-        if item.var is not None and channel(item) not in out:
-            out.append(channel(item))
+def min_by(inverse: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.full(n, np.inf)
+    np.minimum.at(out, inverse, values.astype(np.float64))
+    return out
+
+
+def max_by(inverse: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.full(n, -np.inf)
+    np.maximum.at(out, inverse, values.astype(np.float64))
     return out
 
 
@@ -112,7 +243,7 @@ def combine(
 ) -> dict[str, np.ndarray]:
     """Each aggregate at each trigger (arrays aligned with `trig`); `cgroup` is the
     output group of each contribution."""
-    w = plan.window if plan.window is not None else NO_WINDOW
+    w = window_of(plan)
     n = len(trig.ts)
     c = contributions
     cgroup = np.asarray(cgroup, dtype=np.int64)
@@ -155,18 +286,19 @@ def combine(
         if item.func == "count":
             out[item.name] = count
             continue
-        ch = channel(item)
+        moments = c.moments[channel(item)]
         if item.func in ("sum", "avg"):
-            total = window_total(c.sums[ch])
-            nn = window_total(c.nonnull[ch])
+            total = window_total(moments.sums)
+            nonnull = window_total(moments.nonnull)
             if item.func == "sum":
-                out[item.name] = _with_nulls(total, nn == 0)
+                out[item.name] = _with_nulls(total, nonnull == 0)
             else:
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    avg = total.astype(np.float64) / np.where(nn == 0, 1, nn).astype(np.float64)
-                out[item.name] = _with_nulls(avg, nn == 0)
+                    divisor = np.where(nonnull == 0, 1, nonnull).astype(np.float64)
+                    avg = total.astype(np.float64) / divisor
+                out[item.name] = _with_nulls(avg, nonnull == 0)
         else:
-            values = c.mins[ch] if item.func == "min" else c.maxs[ch]
+            values = moments.mins if item.func == "min" else moments.maxs
             out[item.name] = _sweep_extreme(item.func, cgroup, c.start, c.end, values, trig, w)
     return out
 

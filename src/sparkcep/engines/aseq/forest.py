@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from sparkcep.engines.aseq.combine import NO_WINDOW, channel
+from sparkcep.engines.aseq.combine import Channel, channel, window_of
 from sparkcep.plan import Plan
 from sparkcep.prep.mask import Signatures
 
@@ -28,14 +29,29 @@ class Piece:
     nodes: list[int]  # path from its root to its end
 
 
+class NodeValues(NamedTuple):
+    """Values the counters add up at a forest node: the attribute `attr` of the events
+    with the unified component bit `bit`, when they bind node `node`."""
+
+    node: int
+    bit: int
+    attr: str
+
+
+class ChannelSource(NamedTuple):
+    """Where a query's channel is counted: in its piece `piece`, as `values`."""
+
+    piece: int
+    values: NodeValues
+
+
 @dataclass
 class QueryPlan:
     """How one query is computed: pieces connected in turn, and where its channels come from."""
 
     plan: Plan
     pieces: list[Piece]
-    channel_source: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    # channel -> (piece index, node, unified bit of the aggregated component)
+    channel_source: dict[Channel, ChannelSource] = field(default_factory=dict)
 
 
 class Forest:
@@ -115,7 +131,7 @@ class Forest:
         return True
 
     def _place(self, plan: Plan, steps, owner: int) -> QueryPlan:
-        window = plan.window if plan.window is not None else NO_WINDOW
+        window = window_of(plan)
         cuts: list[int] = []  # step indices where a new piece starts
         if self.sharing == "chop":
             end = len(steps)
@@ -149,7 +165,9 @@ class Forest:
             piece = max(p for p, lo in enumerate(bounds[:-1]) if lo <= i)
             pos_nodes = [n for n in pieces[piece].nodes if self.nodes[n].kind == "pos"]
             node = pos_nodes[i - bounds[piece]]
-            qp.channel_source[channel(item)] = (piece, node, sig)
+            qp.channel_source[channel(item)] = ChannelSource(
+                piece, NodeValues(node, sig, item.attr)
+            )
         return qp
 
     def describe(self) -> list[str]:

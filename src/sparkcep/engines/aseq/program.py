@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.aseq.combine import Contributions, Triggers, channels_of, combine
+from sparkcep.engines.aseq.combine import (
+    LONG_AGO,
+    Contributions,
+    Triggers,
+    channels_of,
+    combine,
+)
 from sparkcep.engines.aseq.connect import piece_contributions, query_contributions
 from sparkcep.engines.aseq.counters import CarryRows, PrefixCounters
 from sparkcep.engines.aseq.forest import Forest
@@ -25,12 +31,19 @@ from sparkcep.engines.base import QUERY, OutputColumn, Program
 from sparkcep.engines.nfa.twostep import enumerate_contributions
 from sparkcep.engines.state import state_class
 from sparkcep.errors import SparkcepError
+from sparkcep.language import ast
 from sparkcep.plan import Plan
 from sparkcep.prep.layout import RANGE
 from sparkcep.prep.table import EventTable, build_table, frame_ticks, segment_firsts
 
 SHARING = ("chop", "prefix", "none")
 NEW = "__new"
+
+
+def _new_stats() -> dict:
+    """What a run measured: the most prefix counters alive at once (A-Seq), the partial
+    matches built and the most alive at once (enumeration), and the matches aggregated."""
+    return {"peak_counters": 0, "partial_matches": 0, "peak_partial": 0, "matches": 0}
 
 
 @state_class
@@ -40,7 +53,20 @@ class AggregateState:
     buffer: pd.DataFrame | None = None  # events of the last window (enumerated queries)
     latest: int | None = None
     closed: bool = False  # chop-connect ran: there are no counters to continue from
-    stats: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=_new_stats)
+
+
+@dataclass
+class Batch:
+    """A batch's events as a query sees them: the frame, its table, the key of each of the
+    table's segments, the places of the output group columns in a key, and which rows may
+    report (`owned`, None: all)."""
+
+    frame: pd.DataFrame
+    table: EventTable
+    segment_keys: list[tuple]
+    group_pos: list[int]
+    owned: np.ndarray | None
 
 
 def counters_reason(plan: Plan) -> str | None:
@@ -56,8 +82,6 @@ def counters_reason(plan: Plan) -> str | None:
     if any(n.conditions for n in plan.negations):
         reasons.append("a negation condition that refers to other variables")
     if plan.conditions:
-        from sparkcep.language import ast
-
         cross = ", ".join(ast.to_text(c.expr) for c in plan.conditions)
         reasons.append(f"conditions across variables other than equality keys ({cross})")
     return "; ".join(reasons) or None
@@ -202,8 +226,8 @@ class AggregateProgram(Program):
         if not len(table):
             self._expire(state)  # nothing for the counters here; only time moved on
             return []
-        keys = _segment_keys(events, table, seg_cols)
-        counters = PrefixCounters(forest, table, state.carry, keys)
+        batch = Batch(events, table, _segment_keys(events, table, seg_cols), group_pos, owned)
+        counters = PrefixCounters(forest, table, state.carry, batch.segment_keys)
         state.stats["peak_counters"] = max(
             state.stats.get("peak_counters", 0), counters.peak_counters
         )
@@ -221,10 +245,7 @@ class AggregateProgram(Program):
             state.stats["matches"] = state.stats.get("matches", 0) + int(np.sum(fresh.count))
             contribs = Contributions.concat([before, fresh])
             bit = 1 << forest.nodes[end].bits[0]
-            rows = self._rows(
-                qp.plan, events, table, contribs, before_keys, bit, keys, group_pos, owned
-            )
-            outs.append((i, rows))
+            outs.append((i, self._rows(qp.plan, batch, contribs, before_keys, bit)))
         if self.chopped:
             state.closed = True
         state.carry = dict(counters.final)
@@ -255,12 +276,11 @@ class AggregateProgram(Program):
             contribs = enumerate_contributions(plan, table, stats=state.stats)
         else:
             contribs = Contributions.empty(channels_of(plan))
-        keys = _segment_keys(frame, table, seg_cols)
         trigger_owned = new.copy()
         if owned is not None:
             trigger_owned[new] = owned
-        last = plan.positives[-1].bit
-        return self._rows(plan, frame, table, contribs, [], last, keys, group_pos, trigger_owned)
+        batch = Batch(frame, table, _segment_keys(frame, table, seg_cols), group_pos, trigger_owned)
+        return self._rows(plan, batch, contribs, [], plan.positives[-1].bit)
 
     def _keep_window(self, state: AggregateState, events: pd.DataFrame):
         frame = events
@@ -286,36 +306,38 @@ class AggregateProgram(Program):
             keep_unmatched=keep_all,
         )
 
-    def _rows(
-        self, plan, frame, table, contribs, carried_keys, trigger_bit, seg_keys, group_pos, owned
-    ):
+    def _rows(self, plan, batch: Batch, contribs, carried_keys, trigger_bit):
         """One row per trigger (an event that can bind the last positive) of this batch.
 
         The first `len(carried_keys)` contributions were carried from earlier batches
-        (their partitions' keys are given); the others come from `table`'s segments."""
+        (their partitions' keys are given); the others come from the batch's segments."""
+        table = batch.table
         pos = np.flatnonzero(table.mask & trigger_bit)
-        if owned is not None and len(pos):
-            pos = pos[owned[table.row[pos]]]
+        if batch.owned is not None and len(pos):
+            pos = pos[batch.owned[table.row[pos]]]
         if not len(pos):
-            return self.empty(frame)
-        ncarried = len(carried_keys)
-        if group_pos:
-            groups = [tuple(k[p] for p in group_pos) for k in [*seg_keys, *carried_keys]]
+            return self.empty(batch.frame)
+        nsegments, ncarried = len(batch.segment_keys), len(carried_keys)
+        if batch.group_pos:
+            keys = [*batch.segment_keys, *carried_keys]
+            groups = [tuple(k[p] for p in batch.group_pos) for k in keys]
             codes = pd.factorize(_objects(groups))[0].astype(np.int64)
         else:
-            codes = np.zeros(len(seg_keys) + ncarried, dtype=np.int64)
-        seg_code = codes[: len(seg_keys)]
-        tgroup = seg_code[table.segment[pos]]
-        cgroup = np.concatenate([codes[len(seg_keys) :], seg_code[contribs.segment[ncarried:]]])
-        trig = Triggers(pos, table.ts[pos], tgroup)
-        values = combine(plan, contribs, trig, cgroup)
+            codes = np.zeros(nsegments + ncarried, dtype=np.int64)
+        segment_code = codes[:nsegments]
+        trigger_group = segment_code[table.segment[pos]]
+        contribution_group = np.concatenate(
+            [codes[nsegments:], segment_code[contribs.segment[ncarried:]]]
+        )
+        triggers = Triggers(pos, table.ts[pos], trigger_group)
+        values = combine(plan, contribs, triggers, contribution_group)
         rows = table.row[pos]
-        out = {"ts": frame[self.options.time_col].to_numpy()[rows]}
+        out = {"ts": batch.frame[self.options.time_col].to_numpy()[rows]}
         for g in self.group_by:
-            out[g] = frame[g].to_numpy()[rows]
+            out[g] = batch.frame[g].to_numpy()[rows]
         for item in plan.aggregate.items:
             out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
-        order = np.lexsort((pos, table.ts[pos], tgroup))
+        order = np.lexsort((pos, table.ts[pos], trigger_group))
         return pd.DataFrame(out).iloc[order].reset_index(drop=True)
 
     def _query_rows(self, outs: list[tuple[int, pd.DataFrame]], frame) -> pd.DataFrame:
@@ -333,19 +355,20 @@ def _carried(rows: CarryRows | None, counters: PrefixCounters, qp, end: int):
     channels = list(qp.channel_source)
     if rows is None or not len(rows):
         return Contributions.empty(channels), _objects([])
-    sub = counters.subtree(qp.pieces[0].nodes[0])
-    j = sub.index(end)
+    j = counters.subtree(qp.pieces[0].nodes[0]).index(end)
     n = len(rows)
-    c = Contributions(
+    moments = {
+        ch: rows.moments[source.values].take((slice(None), j))
+        for ch, source in qp.channel_source.items()
+    }
+    contributions = Contributions(
         np.full(n, -1, dtype=np.int64),
         rows.start_ts,
-        np.full(n, np.iinfo(np.int64).min // 4, dtype=np.int64),
-        rows.cnt[:, j],
+        np.full(n, LONG_AGO, dtype=np.int64),
+        rows.count[:, j],
+        moments,
     )
-    for ch, (_, node, bit) in qp.channel_source.items():
-        s, nn, mn, mx = rows.chans[(node, bit, ch.split(".", 1)[1])]
-        c.sums[ch], c.nonnull[ch], c.mins[ch], c.maxs[ch] = s[:, j], nn[:, j], mn[:, j], mx[:, j]
-    return c, rows.key
+    return contributions, rows.key
 
 
 def _objects(items: list) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparkcep.engines.aseq.combine import Contributions, channels_of
+from sparkcep.engines.aseq.combine import Contributions, Moments, channels_of
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
@@ -29,13 +29,6 @@ def enumerate_contributions(
         ones,
     )
     for ch in channels_of(plan):
-        var, attr = ch.split(".", 1)
-        col = table.columns[attr].take(matches.positions[var].astype(np.int64))
-        null = col.nulls()
-        values = col.values
-        out.sums[ch] = np.where(null, 0, values)
-        out.nonnull[ch] = (~null).astype(np.int64)
-        vf = values.astype(np.float64)
-        out.mins[ch] = np.where(null, np.inf, vf)
-        out.maxs[ch] = np.where(null, -np.inf, vf)
+        col = table.columns[ch.attr].take(matches.positions[ch.var].astype(np.int64))
+        out.moments[ch] = Moments.of_values(col.values, col.nulls())
     return out
