@@ -251,6 +251,7 @@ class _ToAst(Transformer):
             _span(meta),
             {"model_path": _unescape(str(token)), "model_span": _span(token)},
         )
+
     def select_clause(self, meta, children):
         return "select_clause", _span(meta), {"select": children[0], "select_span": _span(meta)}
 

@@ -29,7 +29,6 @@ class EventTable:
     columns: dict[str, Vec] = field(default_factory=dict)
     row: np.ndarray | None = None  # index of each event in the caller's frame
     ts_end: np.ndarray | None = None  # int64 ticks: the end of an interval time
-    prob: np.ndarray | None = None  # float64: the probability the event happened
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -71,7 +70,6 @@ def build_table(
     attributes: list[str] | tuple[str, ...],
     keep_unmatched: bool = False,
     time_end_col: str | None = None,
-    prob_col: str | None = None,
 ) -> EventTable:
     """Events in processing order -> EventTable.
 
@@ -96,10 +94,7 @@ def build_table(
     order_rank = _group_ids(frame, [*segment_cols, time_key, *tie])
     columns = {name: column_vec(frame[name]) for name in attributes}
     ts_end = time_ticks(frame[time_end_col]) if time_end_col else None
-    prob = frame[prob_col].to_numpy(dtype=np.float64) if prob_col else None
-    return EventTable(
-        ts, order_rank, segment, np.asarray(mask, np.int64), columns, row, ts_end, prob
-    )
+    return EventTable(ts, order_rank, segment, np.asarray(mask, np.int64), columns, row, ts_end)
 
 
 def segment_firsts(table: EventTable) -> np.ndarray:
