@@ -338,11 +338,17 @@ def compile_jobs(
     ]
 
 
+_LOADED: list[bool] = []
+
+
 def _load_engines() -> None:
-    """Import the engine packages (each registers itself)."""
-    if ENGINES:
+    """Import the engine packages (each registers itself). Not `if ENGINES`: importing
+    one engine package first (its doctests, a test) registers that one only."""
+    if _LOADED:
         return
+    _LOADED.append(True)
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
+    import sparkcep.engines.imprecise
     import sparkcep.engines.aseq  # noqa: F401
 
 

@@ -29,6 +29,7 @@ CLAUSE_FIELDS = {
     "return_clause": "RETURN",
     "group_clause": "GROUP BY",
     "agg_clause": "AGG",
+    "time_clause": "TIME",
 }
 
 
@@ -192,6 +193,19 @@ class _ToAst(Transformer):
     def agg_clause(self, meta, children):
         return "agg_clause", _span(meta), {"aggregates": tuple(children)}
 
+    def time_clause(self, meta, children):
+        lower, upper, width = children
+        fields = {
+            "time_lower": _columns(lower),
+            "time_upper": _columns(upper),
+            "time_width": width,
+            "time_span": _span(meta),
+        }
+        return "time_clause", _span(meta), fields
+
+    def time_width(self, meta, children):
+        return children[0]
+
     def duration(self, meta, children):
         amount, unit = children
         unit_name = None
@@ -310,6 +324,20 @@ class _ToAst(Transformer):
 
     def false(self, meta, children):
         return ast.Literal(False, span=_span(meta))
+
+
+def _columns(expr: ast.Expr) -> ast.Expr:
+    """TIME's bounds name the event's columns bare (ts - 5): each name becomes an
+    attribute reference with no variable."""
+    if isinstance(expr, ast.VarRef):
+        return ast.AttrRef("", expr.var, span=expr.span)
+    if isinstance(expr, ast.BinOp):
+        return ast.BinOp(expr.op, _columns(expr.left), _columns(expr.right), span=expr.span)
+    if isinstance(expr, ast.Negate):
+        return ast.Negate(_columns(expr.operand), span=expr.span)
+    if isinstance(expr, ast.Call):
+        return ast.Call(expr.name, tuple(_columns(a) for a in expr.args), span=expr.span)
+    return expr
 
 
 _TOKEN_NAMES = {

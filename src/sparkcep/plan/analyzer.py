@@ -22,6 +22,7 @@ from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
+from sparkcep.plan.intervals import IntervalClauses
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -58,7 +59,7 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses):
+class _Analyzer(TypeChecker, AggregateClauses, IntervalClauses):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -137,6 +138,7 @@ class _Analyzer(TypeChecker, AggregateClauses):
         self._check_edge_negations(negations, window)
         returns = self._returns()
         spec = self._aggregate_spec()
+        spec = self._interval_spec(spec, window)
         if window is None:
             self.warnings.append(
                 "the query has no WITHIN window: state is not bounded, and without a key "

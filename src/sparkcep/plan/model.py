@@ -30,6 +30,11 @@ class Options:
     that read them. Run: `max_matches` (stop after this many matches), `algorithm`
     (an engine by name, e.g. twostep; None: the best for the query), `sharing` of AGG
     queries (prefix, chop or none).
+
+    Interval time (docs/imprecise.md): `time_end_col` is then the interval's upper bound
+    (the time column its lower bound), `pmf_col` a column holding a list of
+    probabilities, one per point of the interval (default: uniform), and `max_width`
+    the largest `upper - lower` in ticks (U_max) when the query does not show it.
     """
 
     time_col: str = "ts"
@@ -42,6 +47,8 @@ class Options:
     max_matches: int | None = None
     algorithm: str | None = None
     sharing: str = "prefix"
+    pmf_col: str | None = None
+    max_width: int | None = None
 
 
 @dataclass(frozen=True)

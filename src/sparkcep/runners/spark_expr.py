@@ -28,6 +28,16 @@ _ARITHMETIC = {
 }
 
 
+# Functions of a list column (sparkcep.expressions.LIST_FUNCTIONS): programs' row checks.
+_LIST_FUNCTIONS = {
+    "cardinality": F.size,
+    "list_sum": lambda c: F.aggregate(
+        c, F.lit(0.0).cast("double"), lambda acc, x: acc + x.cast("double")
+    ),
+    "list_min": lambda c: F.array_min(c).cast("double"),
+}
+
+
 def to_column(expr: ast.Expr) -> Column:
     """A local (one-variable, element-wise) expression as a Spark Column."""
     if isinstance(expr, ast.Literal):
@@ -36,6 +46,8 @@ def to_column(expr: ast.Expr) -> Column:
         return F.col(f"`{expr.attr}`")
     if isinstance(expr, ast.Call) and expr.name == "abs":
         return F.abs(to_column(expr.args[0]))
+    if isinstance(expr, ast.Call) and expr.name in _LIST_FUNCTIONS:
+        return _LIST_FUNCTIONS[expr.name](to_column(expr.args[0]))
     if isinstance(expr, ast.Negate):
         return F.negative(to_column(expr.operand))
     if isinstance(expr, ast.Not):
