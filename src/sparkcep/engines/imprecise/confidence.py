@@ -206,17 +206,32 @@ def chain(grid: Grid, factors, window: int | None):
             mass = np.where(inside[:, None, :], gathered, 0.0)
         else:
             before = grid.points[j - 1][:, :, None] < pts[:, None, :]  # s < t
-            mass = np.einsum("mas,mst->mat", mass, np.where(before, factors[j - 1], 0.0))
+            mass = _step(mass, np.where(before, factors[j - 1], 0.0))
         mass *= grid.prob[j][:, None, :]
         if window is not None:
             mass *= (pts[:, None, :] - first[:, :, None]) < window
-    total = mass.sum(axis=(1, 2))
-    by_first = mass.sum(axis=2)
-    by_last = mass.sum(axis=1)
+    by_first = _sum(mass, axis=2)
+    by_last = _sum(mass, axis=1)
+    total = _sum(by_first, axis=1)
     a = np.argmax(by_first > 0, axis=1)
     k = by_last.shape[1] - 1 - np.argmax((by_last > 0)[:, ::-1], axis=1)
     rows = np.arange(m)
     return total, first[rows, a], grid.points[-1][rows, k]
+
+
+def _sum(values: np.ndarray, axis: int) -> np.ndarray:
+    """A sum in one fixed order, left to right: a signature's confidence does not depend
+    on how wide the other signatures of its batch make the arrays (numpy's pairwise
+    sums group terms by the array's length)."""
+    return np.cumsum(values, axis=axis).take(-1, axis=axis)
+
+
+def _step(mass: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """out[m, a, t] = sum over s of mass[m, a, s] * factor[m, s, t], in the order of s."""
+    out = np.zeros((mass.shape[0], mass.shape[1], factor.shape[2]))
+    for s in range(mass.shape[2]):
+        out += mass[:, :, s, None] * factor[:, None, s, :]
+    return out
 
 
 def chunked(fn, idx, vlb, vub, gaps=None):
