@@ -13,6 +13,7 @@ import pytest
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from imprecise_strategies import interval_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
 
@@ -25,7 +26,9 @@ from sparkcep.plan import Options
 _load_engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
-QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+QUERY_STRATEGIES = {
+    "nfa": queries, "aseq": agg_queries, "twostep": agg_queries, "imprecise": interval_queries,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from imprecise_oracle import possible_world_matches
 from imprecise_strategies import interval_queries, interval_streams
 
-from sparkcep import match_local, run_local
+from sparkcep import QueryError, match_local, run_local
 from sparkcep.engines.base import ENGINES, _load_engines
 
 _load_engines()
@@ -224,3 +224,236 @@ def test_zero_width_intervals_equal_the_nfa_with_confidence_one():
         .loc[list(map(tuple, interval[["a", "b", "c"]].values))]["start"]
         .to_numpy()
     ).all()
+
+
+# ---- point-based and event-based agree on larger inputs -------------------------------------
+
+
+def random_interval_stream(n: int, seed: int, half: int = 2, types: str = "ABC"):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "type": rng.choice(list(types), n),
+            "ts": np.sort(rng.integers(0, n, n)),
+            "v": rng.integers(0, 4, n),
+            "k": rng.integers(0, 2, n),
+            "d": rng.integers(0, half + 1, n),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "PATTERN SEQ(A a, B b, C c) WHERE [k] TIME BETWEEN ts - d AND ts + d WIDTH AT MOST 4 "
+        "WITHIN 10",
+        "PATTERN SEQ(A a, B b, C c) WHERE a.v <= c.v STRATEGY SKIP_TILL_NEXT_MATCH "
+        "TIME BETWEEN ts - 2 AND ts + 2 WITHIN 8",
+        "PATTERN SEQ(A a, ANY b, A c) STRATEGY SKIP_TILL_NEXT_MATCH "
+        "TIME BETWEEN ts - 1 AND ts + 1 WITHIN 6",
+        "PATTERN SEQ(B a, A b) WHERE a.v != b.v TIME BETWEEN ts - d AND ts + d WIDTH AT MOST 4 "
+        "WITHIN 12",
+    ],
+)
+def test_point_based_and_event_based_agree_on_larger_streams(query):
+    frame = random_interval_stream(160, seed=len(query))
+    results = {name: engine_rows(frame, query, name) for name in ALGORITHMS}
+    baseline = results.pop("imprecise-points")
+    assert len(baseline) > 20
+    for name, got in results.items():
+        assert set(got) == set(baseline), name
+        for sig, (start, end, conf) in baseline.items():
+            assert got[sig][:2] == (start, end), (name, sig)
+            assert got[sig][2] == pytest.approx(conf, abs=1e-12), (name, sig)
+
+
+# ---- rejected rows ---------------------------------------------------------------------------
+
+BAD_ROWS = [
+    {"id": 0, "type": "A", "ts": 5, "hi": 7, "pmf": [0.2, 0.3, 0.5]},
+    {"id": 1, "type": "B", "ts": 6, "hi": 4, "pmf": [1.0]},  # lower > upper
+    {"id": 2, "type": "B", "ts": 7, "hi": 30, "pmf": [0.5, 0.5]},  # wider than U_max
+    {"id": 3, "type": "B", "ts": 8, "hi": 9, "pmf": [0.5, 0.4]},  # does not sum to 1
+    {"id": 4, "type": "B", "ts": 9, "hi": 10, "pmf": [0.5]},  # one value for two points
+    {"id": 5, "type": "B", "ts": 10, "hi": 11, "pmf": [1.5, -0.5]},  # negative
+    {"id": 6, "type": "B", "ts": 11, "hi": None, "pmf": [1.0]},  # no upper bound
+    {"id": 7, "type": "B", "ts": 7, "hi": 8, "pmf": [0.25, 0.75]},
+]
+
+
+def test_bad_intervals_and_pmfs_are_rejected_with_the_reason():
+    frame = pd.DataFrame(BAD_ROWS)
+    frame["hi"] = frame["hi"].astype("Int64")
+    result = run_local(
+        frame, "PATTERN SEQ(A a, B b) WITHIN 10", id_col="id", time_end_col="hi",
+        pmf_col="pmf", max_width=5,
+    )  # fmt: skip
+    reasons = dict(zip(result.rejected["id"], result.rejected["reason"]))
+    assert set(reasons) == {1, 2, 3, 4, 5, 6}
+    assert "lower > upper" in reasons[1]
+    assert "wider than U_max = 5" in reasons[2]
+    assert "does not sum to 1" in reasons[3]
+    assert "one probability per point" in reasons[4]
+    assert "negative" in reasons[5]
+    assert "upper bound (hi) is missing" in reasons[6]
+    (row,) = result.matches.to_dict("records")
+    assert (row["a"], row["b"]) == (0, 7)
+    # a at 5..7 with 0.2, 0.3, 0.5; b at 7 (0.25) or 8 (0.75): P = 0.5 * 0.25 + 1 * 0.75
+    assert row["confidence"] == pytest.approx(0.5 * 0.25 + 0.75)
+    assert (row["range_start"], row["range_end"]) == (5, 8)
+
+
+def test_time_outside_its_interval_is_rejected():
+    frame = pd.DataFrame({"type": ["A", "B"], "ts": [1, 2], "lo": [0, 3], "hi": [2, 4]})
+    result = run_local(
+        frame, "PATTERN SEQ(A a, B b) TIME BETWEEN lo AND hi WIDTH AT MOST 2 WITHIN 9"
+    )
+    assert result.rejected["reason"].tolist() == ["ts lies outside its interval [lo, hi]"]
+
+
+@pytest.mark.spark
+def test_bad_intervals_are_rejected_in_spark(spark):
+    from sparkcep.runners.spark import run
+
+    schema = "id long, type string, ts long, hi long, pmf array<double>"
+    rows = [tuple(r.values()) for r in BAD_ROWS]
+    result = run(
+        spark.createDataFrame(rows, schema), "PATTERN SEQ(A a, B b) WITHIN 10",
+        id_col="id", time_end_col="hi", pmf_col="pmf", max_width=5,
+    )  # fmt: skip
+    rejected = result.rejected.toPandas()
+    assert sorted(rejected["id"]) == [1, 2, 3, 4, 5, 6]
+    (row,) = result.rows.toPandas().to_dict("records")
+    assert (row["a"], row["b"]) == (0, 7)
+    assert row["confidence"] == pytest.approx(0.875)
+
+
+# ---- the language -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "message"),
+    [
+        ("PATTERN SEQ(A a, !B x, C c) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {},
+         "negation is not supported over interval times"),
+        ("PATTERN SEQ(A a, B+ b[]) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {},
+         "Kleene closure is not supported"),
+        ("PATTERN SEQ(A a, B b) STRATEGY STRICT_CONTIGUITY TIME BETWEEN ts AND ts + 1 WITHIN 5",
+         {}, "strict contiguity"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1", {}, "needs a WITHIN window"),
+        ("PATTERN SEQ(A a, B b) AGG COUNT TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {},
+         "AGG over interval times"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - d AND ts + d WITHIN 5", {},
+         "give the largest interval width"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts + 1 AND ts + 3 WITHIN 5", {},
+         "must contain the time column"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {"time_end_col": "hi"},
+         "given twice"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - v AND ts WIDTH AT MOST 3 WITHIN 5", {},
+         "'v' holds float values"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN a.ts AND ts + 1 WIDTH AT MOST 3 WITHIN 5", {},
+         "not a variable's"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WIDTH AT MOST 2 s WITHIN 5", {},
+         "the width has a unit"),
+        ("PATTERN SEQ(A a, B b) WITHIN 5", {"pmf_col": "pmf"}, "give the interval too"),
+    ],
+)  # fmt: skip
+def test_query_errors_point_at_the_clause(query, options, message):
+    from sparkcep.plan import Options, analyze
+
+    schema = {"ts": "int", "type": "string", "d": "int", "v": "float", "hi": "int", "pmf": "string"}
+    with pytest.raises(QueryError, match=message):
+        analyze(query, schema, Options(**options))
+
+
+def test_a_query_error_shows_line_and_column():
+    from sparkcep.plan import analyze
+
+    with pytest.raises(QueryError) as error:
+        analyze("PATTERN SEQ(A a, !B x, C c)\nTIME BETWEEN ts - 1 AND ts + 1 WITHIN 5")
+    assert error.value.span.line == 1 and error.value.span.column == 18  # the "!"
+    assert "^" in str(error.value)
+
+
+def test_timestamp_time_is_refused():
+    frame = pd.DataFrame(
+        {"type": ["A", "B"], "ts": pd.to_datetime(["2020-01-01", "2020-01-02"])}
+    )
+    with pytest.raises(QueryError, match="integer points"):
+        match_local(frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts WITHIN 5 days")
+
+
+# ---- when a match is reported ----------------------------------------------------------------
+
+
+def test_a_match_waits_until_no_event_to_come_can_change_it():
+    """Skip-till-next, SEQ(A a, B b) WITHIN 10, times +-2: b1 at 4 may still be preceded by
+    a B at 6 or later (its interval starts at 4), so (a, b1) waits; once time is past
+    b1's valid upper bound + U_max, it is reported, with the later B counted."""
+    from sparkcep.checks import compile_one
+
+    events = pd.DataFrame(
+        {"id": [0, 1, 2, 3], "type": ["A", "B", "B", "C"], "ts": [1, 4, 6, 20],
+         "v": 0, "k": 0, "seq": 0}
+    )  # fmt: skip
+    query = (
+        "PATTERN SEQ(A a, B b) STRATEGY SKIP_TILL_NEXT_MATCH TIME BETWEEN ts - 2 AND ts + 2 "
+        "WITHIN 10"
+    )
+    program = compile_one(query, events)
+    state = program.new_state()
+    assert len(program.process(state, events.iloc[:2])) == 0  # b2 may come before b1
+    assert len(program.process(state, events.iloc[2:3])) == 0  # F = 4: b1 may lie at 6
+    out = program.process(state, events.iloc[3:])  # F = 18: both final
+    expected = program.run(events)
+    pd.testing.assert_frame_equal(out, expected)
+    assert len(out) == 2 and program.is_empty(state) is False
+    (low,) = out[out["b"] == 1]["confidence"]
+    assert low < 1.0  # b2 can come first
+    assert len(program.flush(state)) == 0
+
+
+def test_explain_names_the_algorithm():
+    from sparkcep import explain
+
+    query = "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5"
+    lines = dict(line.split(None, 1) for line in explain(query).splitlines() if line[:1] != " ")
+    assert lines["engine"].startswith("imprecise: event-based")
+    assert lines["algorithm"].startswith("imprecise: event-based, query-order evaluation")
+    assert "at most 2 ticks wide" in lines["time"]
+    text = explain(query, algorithm="imprecise-points")
+    lines = dict(line.split(None, 1) for line in text.splitlines() if line[:1] != " ")
+    assert lines["algorithm"].startswith("imprecise-points: point-based")
+
+
+def test_cli_runs_an_interval_query(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from sparkcep.cli import app
+
+    rows = [
+        {"id": "a1", "type": "A", "ts": 1, "hi": 5},
+        {"id": "c2", "type": "C", "ts": 3, "hi": 5},
+        {"id": "b3", "type": "B", "ts": 3, "hi": 5},
+        {"id": "c4", "type": "C", "ts": 4, "hi": 8},
+    ]
+    source = tmp_path / "events.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "m.jsonl"
+    result = CliRunner().invoke(
+        app,
+        ["run", "PATTERN SEQ(A a, B b, C c) WITHIN 4", "--input", str(source), "--output",
+         str(out), "--local", "--id", "id", "--time-upper", "hi", "--max-width", "4"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["a"], r["b"], r["c"]) for r in got] == [("a1", "b3", "c2"), ("a1", "b3", "c4")]
+    assert got[0]["confidence"] == pytest.approx(25 / 225)
+    explained = CliRunner().invoke(
+        app, ["explain", "PATTERN SEQ(A a, B b, C c) WITHIN 4", "--time-upper", "hi",
+              "--max-width", "4", "--algorithm", "imprecise-anystate"],
+    )  # fmt: skip
+    assert "imprecise-anystate: event-based, any-state" in explained.output

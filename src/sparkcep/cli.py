@@ -58,6 +58,21 @@ AlgorithmOpt = Annotated[
         "--algorithm", help="An engine by name (e.g. twostep for AGG); default: the best one."
     ),
 ]
+TimeUpperOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-upper",
+        help="Interval time: the column of each event's latest time (--time is its earliest).",
+    ),
+]
+PmfOpt = Annotated[
+    str | None,
+    typer.Option("--pmf", help="Interval time: a column of lists, a probability per point."),
+]
+MaxWidthOpt = Annotated[
+    int | None,
+    typer.Option("--max-width", help="Interval time: the largest upper - lower (U_max).", min=0),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -146,6 +161,9 @@ def run(
     ] = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
@@ -158,6 +176,7 @@ def run(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     with err.status("starting") as status:
         if local:
@@ -286,6 +305,9 @@ def explain(
     sep: SepOpt = ",",
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
     from sparkcep.explain import explain_queries
@@ -302,6 +324,7 @@ def explain(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     out.print(explain_queries(text, schema, options), highlight=False, markup=False)
 
@@ -375,13 +398,16 @@ def stream(
     tiebreak: TieOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
     text = _pick(_query_text(query), name)
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak,
+        tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     sinks = StreamSinks(
         output,
@@ -409,7 +435,8 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
     result = make_stream(
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
-        lateness=lateness,
+        lateness=lateness, time_end_col=options.time_end_col, pmf_col=options.pmf_col,
+        max_width=options.max_width,
     )  # fmt: skip
     running, writer = start(
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,

@@ -156,6 +156,8 @@ class MatchCollapsing:
         ev = self.events
         cand = component_events(ev, self.pattern.bits[j])
         cand = cand[(cand >= self.start) & (cand < self.stop) & ~np.isin(cand, sig)]
+        # only an event that overlaps the span of e_{j-1} and e_j can come between them
+        cand = cand[(ev.hi[cand] > ev.lo[sig[j - 1]]) & (ev.lo[cand] < ev.hi[sig[j]])]
         bound = [np.full(len(cand), x) for x in sig[:j]]
         return cand[stage_holds(ev, self.pattern, j, bound, cand)].tolist()
 
