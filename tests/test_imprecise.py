@@ -377,9 +377,7 @@ def test_a_query_error_shows_line_and_column():
 
 
 def test_timestamp_time_is_refused():
-    frame = pd.DataFrame(
-        {"type": ["A", "B"], "ts": pd.to_datetime(["2020-01-01", "2020-01-02"])}
-    )
+    frame = pd.DataFrame({"type": ["A", "B"], "ts": pd.to_datetime(["2020-01-01", "2020-01-02"])})
     with pytest.raises(QueryError, match="integer points"):
         match_local(frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts WITHIN 5 days")
 
