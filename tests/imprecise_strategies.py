@@ -13,7 +13,7 @@ def interval_streams(draw, max_events: int = 7, pmf: bool = False):
     """Events with ids 0..n-1; times 0..5 with ties; v with a null now and then; k in
     {0, 1}; with `pmf`, a list of probabilities per event for TIME BETWEEN ts - 1 AND
     ts + 1 (some zero)."""
-    n = draw(st.integers(3, max_events))
+    n = draw(st.integers(min(3, max_events), max_events))
     events = []
     for i in range(n):
         event = {
@@ -37,10 +37,10 @@ def interval_streams(draw, max_events: int = 7, pmf: bool = False):
 
 
 @st.composite
-def interval_queries(draw, max_components: int = 3, strategy: str | None = None):
+def interval_queries(draw, max_components: int = 3, strategy: str | None = None, max_half: int = 1):
     """A random pattern over interval times: 1-3 components (a type, or ANY now and
     then), local and cross conditions on v, [k] sometimes, either strategy, a TIME
-    BETWEEN ts - a AND ts + b clause (a, b in 0..1) and a window of 2..8."""
+    BETWEEN ts - a AND ts + b clause (a, b in 0..max_half) and a window of 2..8."""
     n = draw(st.integers(1, max_components))
     variables = "abc"[:n]
     comps = []
@@ -60,7 +60,7 @@ def interval_queries(draw, max_components: int = 3, strategy: str | None = None)
         conds.append("[k]")
     where = f"WHERE {' AND '.join(conds)} " if conds else ""
     chosen = strategy or draw(st.sampled_from(["SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH"]))
-    a, b = draw(st.integers(0, 1)), draw(st.integers(0, 1))
+    a, b = draw(st.integers(0, max_half)), draw(st.integers(0, max_half))
     window = draw(st.integers(2, 8))
     text = (
         f"PATTERN SEQ({', '.join(comps)}) {where}STRATEGY {chosen} "

@@ -155,6 +155,16 @@ def test_every_algorithm_equals_the_possible_worlds(events, query):
         assert_same(engine_rows(frame, query, algorithm), expected, f"{algorithm}: {query}")
 
 
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=interval_streams(max_events=4), query=interval_queries(max_half=2))
+def test_wide_intervals_equal_the_possible_worlds(events, query):
+    """Intervals of up to 5 points: the window cuts some first points and not others."""
+    frame = frame_of(events)
+    expected = oracle_rows(frame, query)
+    for algorithm in ALGORITHMS:
+        assert_same(engine_rows(frame, query, algorithm), expected, f"{algorithm}: {query}")
+
+
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=interval_streams(pmf=True), query=interval_queries(), data=st.data())
 def test_pmfs_equal_the_possible_worlds(events, query, data):

@@ -62,8 +62,8 @@ class EventBased(Algorithm):
 
     @abstractmethod
     def signatures(self) -> np.ndarray:
-        """(m, l) event positions, each signature once (a superset is fine: signatures
-        with empty valid intervals or zero confidence are dropped)."""
+        """(m, l) event positions, each signature once (more is fine: signatures with
+        empty valid intervals or zero confidence are dropped)."""
 
     def run(self) -> Found:
         idx = self.signatures()
@@ -74,7 +74,6 @@ def settle(events: IntervalEvents, pattern: Pattern, idx, nelt: bool = True) -> 
     """Signatures -> Found: valid intervals, NELT, confidence; zero-confidence ones out."""
     if not len(idx):
         return Found.none(pattern.length)
-    idx = unique_rows(idx)
     vlb, _, vub, ok = ValidBounds.three_pass(events.lo[idx], events.hi[idx], pattern.window)
     if pattern.next and nelt:
         ok &= nelt_holds(events, pattern, idx)
@@ -85,10 +84,3 @@ def settle(events: IntervalEvents, pattern: Pattern, idx, nelt: bool = True) -> 
     conf, start, end = confidence(idx, vlb, vub)
     keep = conf > 0
     return Found(idx[keep], start[keep], end[keep], conf[keep])
-
-
-def unique_rows(idx: np.ndarray) -> np.ndarray:
-    """Each signature once, in a fixed order."""
-    if len(idx) < 2:
-        return idx
-    return np.unique(idx, axis=0)

@@ -32,7 +32,7 @@ import numpy as np
 from sparkcep.engines.imprecise.candidates import theta_pairs
 from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 
-CHUNK_CELLS = 4_000_000  # float cells of one chunk's largest array
+CHUNK_CELLS = 1_000_000  # float cells of one chunk's largest array
 
 
 class Grid:
@@ -50,6 +50,18 @@ class Grid:
             self.points.append(pts)
             inside = pts <= vub[:, j, None]
             self.prob.append(np.where(inside, events.prob(idx[:, j, None], pts), 0.0))
+
+    def subset(self, rows: np.ndarray) -> Grid:
+        out = Grid.__new__(Grid)
+        out.vlb, out.vub, out.length, out.width = (
+            self.vlb[rows],
+            self.vub[rows],
+            self.length,
+            self.width,
+        )
+        out.points = [p[rows] for p in self.points]
+        out.prob = [p[rows] for p in self.prob]
+        return out
 
 
 class AnyConfidence:
@@ -184,39 +196,124 @@ def _shared(gaps, n_events: int, m: int) -> np.ndarray:
 
 
 def chain(grid: Grid, factors, window: int | None):
-    """The pass over the components: mass[m, a, k] of the partial point matches whose
-    first point is grid point a of event 1 and whose last is point k of event j."""
-    p0 = grid.prob[0]
+    """(confidence, range start, range end) of each signature of `grid`.
+
+    Where the window cannot bind (the last valid point minus the first is below W), one
+    pass forward gives the confidence and the range end and one backward the range
+    start; elsewhere the forward pass keeps the first point too (`_chain_by_first`)."""
+    m = len(grid.vlb)
+    cut = np.zeros(m, dtype=np.int64)  # first points the window can cut, each signature
+    if window is not None:
+        cut = np.clip(grid.vub[:, -1] - window + 1 - grid.vlb[:, 0], 0, grid.width[0])
+    if not cut.any():
+        return _chain_free(grid, factors)
+    out = (np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64))
+    for k in np.unique(cut).tolist():  # as many rows as points cut, in each group
+        rows = np.flatnonzero(cut == k)
+        sub = grid.subset(rows)
+        parts = None if factors is None else [f[rows] for f in factors]
+        part = _chain_free(sub, parts) if k == 0 else _chain_by_first(sub, parts, window)
+        for target, values in zip(out, part):
+            target[rows] = values
+    return out
+
+
+def _spread(grid: Grid, mass: np.ndarray, j: int, factors) -> np.ndarray:
+    """Mass of component j-1's points (last axis) -> the mass that reaches each point of
+    component j (sum over s < t, times q_j(s, t) under skip-till-next)."""
+    pts = grid.points[j]
+    if factors is None:
+        running = np.cumsum(mass, axis=-1)  # the sum over s < t, read at t - 1
+        at = pts - 1 - grid.vlb[:, j - 1, None]
+        inside = at >= 0
+        at = np.clip(at, 0, grid.width[j - 1] - 1)
+        if mass.ndim == 3:
+            at = np.broadcast_to(at[:, None, :], (*mass.shape[:2], at.shape[1]))
+            inside = inside[:, None, :]
+        return np.where(inside, np.take_along_axis(running, at, axis=-1), 0.0)
+    before = grid.points[j - 1][:, :, None] < pts[:, None, :]  # s < t
+    factor = np.where(before, factors[j - 1], 0.0)
+    if mass.ndim == 2:
+        return _step(mass[:, None, :], factor)[:, 0, :]
+    return _step(mass, factor)
+
+
+def _chain_free(grid: Grid, factors):
+    """No window to apply: forward for the confidence and the last point, backward for
+    the first point."""
+    m = len(grid.vlb)
+    mass = grid.prob[0]
+    for j in range(1, grid.length):
+        mass = _spread(grid, mass, j, factors) * grid.prob[j]
+    total = _sum(mass, axis=1)
+    rows = np.arange(m)
+    k = mass.shape[1] - 1 - np.argmax((mass > 0)[:, ::-1], axis=1)
+    end = grid.points[-1][rows, k]
+    a = np.argmax(_backward(grid, factors) > 0, axis=1)
+    return total, grid.points[0][rows, a], end
+
+
+def _backward(grid: Grid, factors) -> np.ndarray:
+    """(m, width[0]): the mass of the point matches (window aside) that start at each
+    point of event 1."""
+    back = grid.prob[-1]
+    for j in range(grid.length - 2, -1, -1):
+        back = _gather_back(grid, back, j, factors) * grid.prob[j]
+    return back
+
+
+def _gather_back(grid: Grid, back: np.ndarray, j: int, factors) -> np.ndarray:
+    """Mass of the suffixes from component j+1's points -> from each point of j."""
+    pts = grid.points[j]
+    if factors is None:
+        suffix = np.cumsum(back[:, ::-1], axis=1)[:, ::-1]  # the sum over t > s
+        at = pts + 1 - grid.vlb[:, j + 1, None]
+        inside = at < grid.width[j + 1]
+        at = np.clip(at, 0, grid.width[j + 1] - 1)
+        return np.where(inside, np.take_along_axis(suffix, at, axis=1), 0.0)
+    after = pts[:, :, None] < grid.points[j + 1][:, None, :]  # s < t
+    factor = np.where(after, factors[j], 0.0)  # (m, s, t)
+    out = np.zeros(pts.shape)
+    for t in range(factor.shape[2]):
+        out += factor[:, :, t] * back[:, t, None]
+    return out
+
+
+def _chain_by_first(grid: Grid, factors, window: int):
+    """mass[m, r, k]: the partial point matches whose last point is point k of event j,
+    by their first point: row r < K holds those that start at point r of event 1 when
+    the window can cut them (r before vub_l - W + 1: K of them), row K all the others
+    together (the window cannot cut a path that starts there). The window is applied at
+    each step to the rows r < K."""
+    p0, first = grid.prob[0], grid.points[0]
     m, w0 = p0.shape
-    mass = np.zeros((m, w0, w0))
-    diag = np.arange(w0)
-    mass[:, diag, diag] = p0
-    first = grid.points[0]
+    cut = np.clip(grid.vub[:, -1] - window + 1 - grid.vlb[:, 0], 0, w0)  # points cut, each
+    k_max = int(cut.max())
+    rows_k = np.arange(k_max)
+    alone = rows_k[None, :] < cut[:, None]  # (m, K): row r is point r, tracked alone
+    mass = np.zeros((m, k_max + 1, w0))
+    mass[:, rows_k, rows_k] = np.where(alone, p0[:, :k_max], 0.0)
+    mass[:, k_max, :] = np.where(np.arange(w0)[None, :] >= cut[:, None], p0, 0.0)
+    starts = first[:, :k_max]  # (m, K)
     for j in range(1, grid.length):
         pts = grid.points[j]
-        if factors is None:
-            # sum over s < t of mass(s): a running sum, read at t - 1
-            running = np.cumsum(mass, axis=2)
-            at = pts - 1 - grid.vlb[:, j - 1, None]  # (m, width_j)
-            inside = at >= 0
-            at = np.clip(at, 0, grid.width[j - 1] - 1)
-            gathered = np.take_along_axis(
-                running, np.broadcast_to(at[:, None, :], (m, w0, at.shape[1])), axis=2
-            )
-            mass = np.where(inside[:, None, :], gathered, 0.0)
-        else:
-            before = grid.points[j - 1][:, :, None] < pts[:, None, :]  # s < t
-            mass = _step(mass, np.where(before, factors[j - 1], 0.0))
-        mass *= grid.prob[j][:, None, :]
-        if window is not None:
-            mass *= (pts[:, None, :] - first[:, :, None]) < window
-    by_first = _sum(mass, axis=2)
+        mass = _spread(grid, mass, j, factors) * grid.prob[j][:, None, :]
+        mass[:, :k_max, :] *= (pts[:, None, :] - starts[:, :, None]) < window
+    by_row = _sum(mass, axis=2)
     by_last = _sum(mass, axis=1)
-    total = _sum(by_first, axis=1)
-    a = np.argmax(by_first > 0, axis=1)
-    k = by_last.shape[1] - 1 - np.argmax((by_last > 0)[:, ::-1], axis=1)
+    total = _sum(by_row, axis=1)
     rows = np.arange(m)
-    return total, first[rows, a], grid.points[-1][rows, k]
+    k = by_last.shape[1] - 1 - np.argmax((by_last > 0)[:, ::-1], axis=1)
+    end = grid.points[-1][rows, k]
+    positive = (by_row[:, :k_max] > 0) & alone
+    start = np.where(positive.any(axis=1), first[rows, np.argmax(positive, axis=1)], 0)
+    rest = ~positive.any(axis=1) & (by_row[:, k_max] > 0)
+    if rest.any():  # the first positive point among the ones the window does not cut
+        sub = np.flatnonzero(rest)
+        back = _backward(grid.subset(sub), None if factors is None else [f[sub] for f in factors])
+        back[np.arange(w0)[None, :] < cut[sub, None]] = 0.0
+        start[sub] = first[sub, np.argmax(back > 0, axis=1)]
+    return total, start, end
 
 
 def _sum(values: np.ndarray, axis: int) -> np.ndarray:
@@ -240,7 +337,7 @@ def chunked(fn, idx, vlb, vub, gaps=None):
     if not m:
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
     widths = (vub - vlb).max(axis=0) + 1
-    cells = int(widths[0]) * int(max(widths.max(), 1)) ** 2
+    cells = int(widths[0]) * int(max(widths.max(), 1)) ** (1 if gaps is None else 2)
     step = max(1, CHUNK_CELLS // max(cells, 1))
     if m <= step:
         return fn(idx, vlb, vub) if gaps is None else fn(idx, vlb, vub, gaps)
