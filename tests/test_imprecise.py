@@ -5,6 +5,7 @@ reported."""
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -465,3 +466,71 @@ def test_cli_runs_an_interval_query(tmp_path):
               "--max-width", "4", "--algorithm", "imprecise-anystate"],
     )  # fmt: skip
     assert "imprecise-anystate: event-based, any-state" in explained.output
+
+
+# ---- the case study: cluster monitoring on the Hadoop log (examples/hadoop_load) ----------
+
+
+def test_hadoop_case_study_equals_the_definition(shared_data, tmp_path):
+    """Each signature of the example's query, and its range and confidence, from the
+    definition: with uniform intervals, the confidence is the share of the point tuples
+    ta < tb < tc < td with td - ta < W (skip-till-any), counted here directly."""
+    import subprocess
+    import sys
+
+    folder = Path(__file__).parent.parent / "examples" / "hadoop_load"
+    events_file = tmp_path / "events.csv"
+    subprocess.run(
+        [sys.executable, str(folder / "derive.py"), str(shared_data / "logs" / "Hadoop_2k.log"),
+         "--output", str(events_file)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    events = pd.read_csv(events_file, dtype={"task": str})
+    query = (folder / "query.cep").read_text()
+    out = match_local(events, query, id_col="id")
+    got = {
+        (r.a, r.b, r.c, r.d): (r.range_start, r.range_end, r.confidence, r.task, r.peak)
+        for r in out.itertuples()
+    }
+    assert len(got) == len(out) > 50
+
+    window = 3000
+    by_id = events.set_index("id")
+    starts = events[events.type == "TaskStart"]
+    ends = events[events.type == "TaskEnd"]
+    loads = events[events.type == "Load"]
+    expected = {}
+    for a in starts.itertuples():
+        for c in ends[(ends.task == a.task) & (ends.node == a.node)].itertuples():
+            high = loads[(loads.node == a.node) & (loads.value >= 8)]
+            low = loads[(loads.node == a.node) & (loads.value <= 1)]
+            for b in high.itertuples():
+                for d in low.itertuples():
+                    result = _count_points([a, b, c, d], window)
+                    if result is not None:
+                        expected[(a.id, b.id, c.id, d.id)] = result
+    assert set(got) == set(expected)
+    for sig, (start, end, conf) in expected.items():
+        g = got[sig]
+        assert (g[0], g[1]) == (start, end)
+        assert g[2] == pytest.approx(float(conf), abs=1e-12)
+        assert g[3] == by_id.loc[sig[0], "task"] and g[4] == by_id.loc[sig[1], "value"]
+    # the task that ran on MSRA-SA-41 and the two on MININT-FNANLI5 that failed
+    assert set(out["task"]) == {"20_m_000001_0", "20_m_000002_0", "20_m_000003_0"}
+
+
+def _count_points(evs, window):
+    """(least ta, greatest td, share of the valid tuples) of uniform intervals, or None."""
+    (ta, tb, tc, td) = [np.arange(e.ts - e.delta, e.ts + e.delta + 1) for e in evs]
+    total, first, last = 0, None, None
+    for x in ta:
+        for z in tc[tc > x]:
+            n_b = int(((tb > x) & (tb < z)).sum())
+            ds = td[(td > z) & (td < x + window)]
+            if n_b and len(ds):
+                total += n_b * len(ds)
+                first = x if first is None else min(first, x)
+                last = int(ds.max()) if last is None else max(last, int(ds.max()))
+    if not total:
+        return None
+    return first, last, Fraction(total, len(ta) * len(tb) * len(tc) * len(td))
