@@ -223,7 +223,7 @@ def _spread(grid: Grid, mass: np.ndarray, j: int, factors) -> np.ndarray:
     component j (sum over s < t, times q_j(s, t) under skip-till-next)."""
     pts = grid.points[j]
     if factors is None:
-        running = np.cumsum(mass, axis=-1)  # the sum over s < t, read at t - 1
+        running = _running(mass)  # the sum over s < t, read at t - 1
         at = pts - 1 - grid.vlb[:, j - 1, None]
         inside = at >= 0
         at = np.clip(at, 0, grid.width[j - 1] - 1)
@@ -319,8 +319,19 @@ def _chain_by_first(grid: Grid, factors, window: int):
 def _sum(values: np.ndarray, axis: int) -> np.ndarray:
     """A sum in one fixed order, left to right: a signature's confidence does not depend
     on how wide the other signatures of its batch make the arrays (numpy's pairwise
-    sums group terms by the array's length)."""
-    return np.cumsum(values, axis=axis).take(-1, axis=axis)
+    sums group terms by the array's length; trailing zeros change nothing here)."""
+    out = values.take(0, axis=axis).copy()
+    for i in range(1, values.shape[axis]):
+        out += values.take(i, axis=axis)
+    return out
+
+
+def _running(values: np.ndarray) -> np.ndarray:
+    """Running sums along the last axis, left to right."""
+    out = values.copy()
+    for i in range(1, values.shape[-1]):
+        out[..., i] += out[..., i - 1]
+    return out
 
 
 def _step(mass: np.ndarray, factor: np.ndarray) -> np.ndarray:
