@@ -19,7 +19,7 @@ Fig. 1, skip-till-any: the 5 point matches of (a1, b3, c2) — (1,3,4), (2,3,4),
 >>> from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 >>> ev = IntervalEvents.from_arrays([1, 3, 3, 4], [5, 5, 5, 8], [1, 4, 2, 4])
 >>> pattern = Pattern((1, 2, 4), 4, False, ((), (), ()), ("a", "b", "c"), 4)
->>> method = PointBased(ev, pattern)
+>>> method = PointBased(ev, pattern, trace=True)
 >>> found = method.run()
 >>> sorted(method.point_matches[(0, 2, 1)])
 [(1, 3, 4), (2, 3, 4), (2, 3, 5), (2, 4, 5), (3, 4, 5)]
@@ -36,7 +36,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sparkcep.engines.imprecise.algorithm import Algorithm, Found
-from sparkcep.engines.imprecise.candidates import component_events, stage_holds
+from sparkcep.engines.imprecise.candidates import band_pairs, component_events, stage_holds
 from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 from sparkcep.engines.imprecise.runs import components_of, segments
 
@@ -70,61 +70,81 @@ class StreamExpansion:
 
 class PointMatcher:
     """Skip-till-any over the point events of one segment, with the id check, the
-    window, the cross conditions and (skip-till-next) the NELT."""
+    window, the cross conditions and (skip-till-next) the NELT. The runs (partial point
+    matches) are numpy arrays, each point event tried on all of them at once."""
 
     def __init__(self, events: IntervalEvents, pattern: Pattern, start: int, stop: int):
         self.events, self.pattern = events, pattern
         self.start, self.stop = start, stop
-        self._holds: dict[tuple, bool] = {}
-        self._nelt: dict[tuple, int] = {}
 
-    def matches(self, points) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        """(events, points) of every point match."""
-        pattern, w, length = self.pattern, self.pattern.window, self.pattern.length
-        runs: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-        out = []
+    def matches(self, points) -> tuple[np.ndarray, np.ndarray]:
+        """(events, points) of every point match: two (matches, l) arrays."""
+        ev_all, pattern = self.events, self.pattern
+        w, length = pattern.window, pattern.length
+        ev = np.full((0, length), -1, np.int64)
+        pt = np.zeros((0, length), np.int64)
+        nelt = np.zeros(0, np.int64)  # NELT of each run's last event, for its next component
+        done: list[tuple[np.ndarray, np.ndarray]] = []
         for t, group in itertools.groupby(points, key=lambda point: point[0]):
-            runs = [r for r in runs if t - r[1][0] < w]  # runs that can still grow
-            grown = []
+            if len(ev):  # runs that can still grow
+                keep = t - pt[:, 0] < w
+                ev, pt, nelt = ev[keep], pt[keep], nelt[keep]
+            stage = (ev >= 0).sum(axis=1)
+            grown_ev, grown_pt = [], []
             for _, e, _ in group:
-                comps = components_of(self.events, pattern, e)
-                if 0 in comps and self._holds_at(0, (), e):
-                    grown.append(((e,), (t,)))
-                for evs, ts in runs:
-                    j = len(evs)
-                    if j not in comps or e in evs or not self._holds_at(j, evs, e):
+                for j in components_of(ev_all, pattern, e):
+                    if j == 0:
+                        rows_ev = np.full((1, length), -1, np.int64)
+                        rows_pt = np.zeros((1, length), np.int64)
+                    else:
+                        cand = (stage == j) & (ev != e).all(axis=1)
+                        if pattern.next:
+                            cand &= ev_all.lo[e] <= nelt
+                        rows_ev, rows_pt = ev[cand], pt[cand]
+                    if not len(rows_ev):
                         continue
-                    if pattern.next and self.events.lo[e] > self._nelt_of(evs):
-                        continue
-                    grown.append(((*evs, e), (*ts, t)))
-            for run in grown:
-                if len(run[0]) == length:
-                    out.append(run)
-                else:
-                    runs.append(run)
+                    bound = [rows_ev[:, i] for i in range(j)]
+                    ok = stage_holds(ev_all, pattern, j, bound, np.full(len(rows_ev), e))
+                    rows_ev, rows_pt = rows_ev[ok], rows_pt[ok]
+                    rows_ev[:, j], rows_pt[:, j] = e, t
+                    grown_ev.append(rows_ev)
+                    grown_pt.append(rows_pt)
+            if not grown_ev:
+                continue
+            new_ev, new_pt = np.concatenate(grown_ev), np.concatenate(grown_pt)
+            complete = new_ev[:, -1] >= 0
+            done.append((new_ev[complete], new_pt[complete]))
+            new_ev, new_pt = new_ev[~complete], new_pt[~complete]
+            ev, pt = np.concatenate([ev, new_ev]), np.concatenate([pt, new_pt])
+            nelt = np.concatenate([nelt, self._nelt(new_ev, new_pt)])
+        if not done:
+            return np.zeros((0, length), np.int64), np.zeros((0, length), np.int64)
+        return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
+
+    def _nelt(self, ev: np.ndarray, pt: np.ndarray) -> np.ndarray:
+        """Per run, the NELT of its last event: the least upper bound of the events that
+        can match the next component (given the run) and start after that event ends —
+        only the ones that end before the run's window closes matter."""
+        big = np.iinfo(np.int64).max
+        out = np.full(len(ev), big, np.int64)
+        if not self.pattern.next or not len(ev):
+            return out
+        events = self.events
+        stage = (ev >= 0).sum(axis=1)
+        for j in np.unique(stage).tolist():
+            rows = np.flatnonzero(stage == j)
+            cand = component_events(events, self.pattern.bits[j])
+            last = ev[rows, j - 1]
+            r, k = band_pairs(events.seg[last], events.hi[last] + 1,
+                              pt[rows, 0] + self.pattern.window, events.seg[cand],
+                              events.ts[cand])  # fmt: skip
+            x = cand[k]
+            prefix = ev[rows[r], :j]
+            ok = (events.lo[x] > events.hi[last[r]]) & (prefix != x[:, None]).all(axis=1)
+            bound = [prefix[:, i] for i in range(j)]
+            ok &= stage_holds(events, self.pattern, j, bound, x)
+            np.minimum.at(out, rows[r[ok]], events.hi[x[ok]])
         return out
-
-    def _holds_at(self, j: int, evs: tuple, e: int) -> bool:
-        key = (evs, e)
-        if key not in self._holds:
-            bound = [np.array([x]) for x in evs]
-            self._holds[key] = bool(
-                stage_holds(self.events, self.pattern, j, bound, np.array([e]))[0]
-            )
-        return self._holds[key]
-
-    def _nelt_of(self, evs: tuple) -> int:
-        """NELT of the run's last event: the least upper bound of the events that can
-        match the next component (given the run) and start after it ends."""
-        if evs not in self._nelt:
-            ev, j = self.events, len(evs)
-            cand = component_events(ev, self.pattern.bits[j])
-            cand = cand[(cand >= self.start) & (cand < self.stop)]
-            cand = cand[(ev.lo[cand] > ev.hi[evs[-1]]) & ~np.isin(cand, evs)]
-            bound = [np.full(len(cand), x) for x in evs]
-            cand = cand[stage_holds(ev, self.pattern, j, bound, cand)]
-            self._nelt[evs] = int(ev.hi[cand].min()) if len(cand) else np.iinfo(np.int64).max
-        return self._nelt[evs]
 
 
 class MatchCollapsing:
@@ -219,27 +239,62 @@ class PointBased(Algorithm):
         "and NELT, match collapsing (the paper's baseline)"
     )
 
-    def __init__(self, events: IntervalEvents, pattern: Pattern):
+    def __init__(self, events: IntervalEvents, pattern: Pattern, trace: bool = False):
         super().__init__(events, pattern)
+        self.trace = trace
         self.point_matches: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
 
     def run(self) -> Found:
         ev, pattern = self.events, self.pattern
-        rows = []
+        parts = []
         for start, stop in segments(ev):
             points = StreamExpansion(ev, start, stop, pattern.max_width)
-            found = PointMatcher(ev, pattern, start, stop).matches(points)
-            groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-            for evs, ts in found:
-                groups.setdefault(evs, []).append(ts)
-            self.point_matches.update(groups)
-            collapsing = MatchCollapsing(ev, pattern, start, stop)
-            for sig in sorted(groups):
-                result = collapsing.collapse(sig, groups[sig])
-                if result is not None:
-                    rows.append((sig, *result))
-        if not rows:
+            evs, pts = PointMatcher(ev, pattern, start, stop).matches(points)
+            if not len(evs):
+                continue
+            if self.trace:
+                for sig, ts in zip(map(tuple, evs.tolist()), map(tuple, pts.tolist())):
+                    self.point_matches.setdefault(sig, []).append(ts)
+            if pattern.next:
+                parts.append(self._collapse_next(evs, pts, start, stop))
+            else:
+                parts.append(self._collapse_any(evs, pts))
+        parts = [p for p in parts if len(p)]
+        if not parts:
             return Found.none(pattern.length)
+        return Found(*[np.concatenate([getattr(p, f) for p in parts])
+                       for f in ("idx", "start", "end", "confidence")])  # fmt: skip
+
+    def _collapse_any(self, evs: np.ndarray, pts: np.ndarray) -> Found:
+        """Eq. (1): per signature, the sum of its point matches' probabilities."""
+        order = np.lexsort(evs.T[::-1])  # stable: point matches keep their order
+        evs, pts = evs[order], pts[order]
+        change = np.r_[True, (evs[1:] != evs[:-1]).any(axis=1)]
+        group = np.cumsum(change) - 1
+        sigs = evs[change]
+        weight = np.ones(len(evs))
+        for j in range(evs.shape[1]):
+            weight *= self.events.prob(evs[:, j], pts[:, j])
+        conf = np.bincount(group, weights=weight, minlength=len(sigs))
+        start = np.full(len(sigs), np.iinfo(np.int64).max)
+        end = np.full(len(sigs), np.iinfo(np.int64).min)
+        np.minimum.at(start, group, pts[:, 0])
+        np.maximum.at(end, group, pts[:, -1])
+        return Found(sigs, start, end, conf)
+
+    def _collapse_next(self, evs: np.ndarray, pts: np.ndarray, start: int, stop: int) -> Found:
+        """Eq. (3) or (4), signature by signature."""
+        collapsing = MatchCollapsing(self.events, self.pattern, start, stop)
+        groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for sig, ts in zip(map(tuple, evs.tolist()), map(tuple, pts.tolist())):
+            groups.setdefault(sig, []).append(ts)
+        rows = []
+        for sig in sorted(groups):
+            result = collapsing.collapse(sig, groups[sig])
+            if result is not None:
+                rows.append((sig, *result))
+        if not rows:
+            return Found.none(self.pattern.length)
         return Found(
             np.array([r[0] for r in rows], np.int64),
             np.array([r[1] for r in rows], np.int64),
