@@ -203,18 +203,31 @@ def chain(grid: Grid, factors, window: int | None):
     start; elsewhere the forward pass keeps the first point too (`_chain_by_first`)."""
     m = len(grid.vlb)
     cut = np.zeros(m, dtype=np.int64)  # first points the window can cut, each signature
-    if window is not None:
+    if window is not None and grid.length > 1:  # one event is always within its window
         cut = np.clip(grid.vub[:, -1] - window + 1 - grid.vlb[:, 0], 0, grid.width[0])
     if not cut.any():
         return _chain_free(grid, factors)
+    if factors is None:  # skip-till-any: the window by inclusion-exclusion, linear in width
+        out = (np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64))
+        for rows, fn in ((np.flatnonzero(cut == 0), _chain_free),
+                         (np.flatnonzero(cut > 0), lambda g, f: _any_windowed(g, window))):  # fmt: skip
+            if len(rows):
+                for target, values in zip(out, fn(grid.subset(rows), None)):
+                    target[rows] = values
+        return out
     out = (np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64))
+    widest = max(grid.width)
+    per_row = widest if factors is None else widest * widest
     for k in np.unique(cut).tolist():  # as many rows as points cut, in each group
-        rows = np.flatnonzero(cut == k)
-        sub = grid.subset(rows)
-        parts = None if factors is None else [f[rows] for f in factors]
-        part = _chain_free(sub, parts) if k == 0 else _chain_by_first(sub, parts, window)
-        for target, values in zip(out, part):
-            target[rows] = values
+        group = np.flatnonzero(cut == k)
+        step = len(group) if k == 0 else max(1, CHUNK_CELLS // ((k + 1) * per_row))
+        for lo in range(0, len(group), step):
+            rows = group[lo : lo + step]
+            sub = grid.subset(rows)
+            parts = None if factors is None else [f[rows] for f in factors]
+            part = _chain_free(sub, parts) if k == 0 else _chain_by_first(sub, parts, window)
+            for target, values in zip(out, part):
+                target[rows] = values
     return out
 
 
@@ -316,6 +329,99 @@ def _chain_by_first(grid: Grid, factors, window: int):
     return total, start, end
 
 
+def _at(values: np.ndarray, base: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """values[m, x - base[m]] for times x (m, q): 0 before the grid, the last value
+    after it (values are running sums over the grid)."""
+    i = x - base[:, None]
+    inside = i >= 0
+    i = np.clip(i, 0, values.shape[1] - 1)
+    return np.where(inside, np.take_along_axis(values, i, axis=1), 0.0)
+
+
+def _any_windowed(grid: Grid, window: int):
+    """Skip-till-any where the window binds, in time linear in the widths.
+
+    With P[s][k](x) the mass of the chains of components s..k with every point <= x (a
+    running sum over k's points of p_k(t) P[s][k-1](t - 1)), the mass of the chains of
+    s..l-1 inside the open interval (a, b) is, splitting off the last k whose point is
+    <= a,  G_s(a, b) = P[s][l-1](b - 1) - sum over k >= s of P[s][k](a) G_{k+1}(a, b)
+    (G_l = 1). The confidence is the sum over the first event's points a of
+    p_0(a) G_1(a, a + W). Which first and last points have a chain at all is found
+    exactly, by the earliest and latest chains (no subtraction), so that a signature or
+    a range end is never made by rounding."""
+    length, vlb = grid.length, grid.vlb
+    a = grid.points[0]  # (m, w0)
+    b = a + window
+    prefix: dict[tuple[int, int], np.ndarray] = {}
+    for s in range(1, length):
+        before = None
+        for k in range(s, length):
+            term = grid.prob[k]
+            if before is not None:
+                term = term * _at(before, vlb[:, k - 1], grid.points[k] - 1)
+            before = _running(term)
+            prefix[(s, k)] = before
+    inside = {length: np.ones(a.shape)}
+    for s in range(length - 1, 0, -1):
+        g = _at(prefix[(s, length - 1)], vlb[:, length - 1], b - 1)
+        for k in range(s, length):
+            g = g - _at(prefix[(s, k)], vlb[:, k], a) * inside[k + 1]
+        inside[s] = g
+    valid = _chains_start(grid, window)
+    mass = np.where(valid, grid.prob[0] * inside[1], 0.0)
+    total = _sum(mass, axis=1)
+    rows = np.arange(len(vlb))
+    start = a[rows, np.argmax(valid, axis=1)]
+    return total, start, _chains_end(grid, window)
+
+
+def _positive_next(grid: Grid, j: int) -> np.ndarray:
+    """(m, width_j + 1): per grid position, the first position at or after it whose
+    point has positive probability (width_j when none)."""
+    w = grid.width[j]
+    pos = np.where(grid.prob[j] > 0, np.arange(w)[None, :], w)
+    pos = np.minimum.accumulate(pos[:, ::-1], axis=1)[:, ::-1]
+    return np.concatenate([pos, np.full((len(pos), 1), w)], axis=1)
+
+
+def _chains_start(grid: Grid, window: int) -> np.ndarray:
+    """(m, w0): whether a chain starts at each point a of event 1 (positive points, in
+    order, the last before a + W): the earliest chain from a decides."""
+    big = np.iinfo(np.int64).max // 4
+    a = grid.points[0]
+    t = a.copy()
+    for j in range(1, grid.length):
+        nxt = _positive_next(grid, j)
+        i = np.clip(t + 1 - grid.vlb[:, j, None], 0, grid.width[j])
+        k = np.take_along_axis(nxt, i, axis=1)
+        t = np.where(k < grid.width[j], grid.vlb[:, j, None] + k, big)
+    return (grid.prob[0] > 0) & (t < a + window)
+
+
+def _chains_end(grid: Grid, window: int) -> np.ndarray:
+    """Per signature, the latest last point of a chain: for each point of the last
+    event, the latest chain back to a point of event 1 within the window."""
+    last = grid.length - 1
+    z = grid.points[last]
+    t = z.copy()
+    for j in range(last - 1, -1, -1):  # the latest positive point of j before t
+        w = grid.width[j]
+        pos = np.where(grid.prob[j] > 0, np.arange(w)[None, :], -1)
+        prev = np.maximum.accumulate(pos, axis=1)
+        i = t - 1 - grid.vlb[:, j, None]
+        ok = i >= 0
+        k = np.where(ok, np.take_along_axis(prev, np.clip(i, 0, w - 1), axis=1), -1)
+        if j == 0:
+            # a positive point of event 1 in [z - W + 1, t - 1]: the latest is enough
+            found = (k >= 0) & (grid.vlb[:, 0, None] + k > z - window)
+        else:
+            t = np.where(k >= 0, grid.vlb[:, j, None] + k, np.iinfo(np.int64).min // 4)
+    found &= grid.prob[last] > 0
+    rows = np.arange(len(z))
+    k = found.shape[1] - 1 - np.argmax(found[:, ::-1], axis=1)
+    return z[rows, k]
+
+
 def _sum(values: np.ndarray, axis: int) -> np.ndarray:
     """A sum in one fixed order, left to right: a signature's confidence does not depend
     on how wide the other signatures of its batch make the arrays (numpy's pairwise
@@ -348,7 +454,7 @@ def chunked(fn, idx, vlb, vub, gaps=None):
     if not m:
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
     widths = (vub - vlb).max(axis=0) + 1
-    cells = int(widths[0]) * int(max(widths.max(), 1)) ** (1 if gaps is None else 2)
+    cells = int(max(widths.max(), 1)) ** (1 if gaps is None else 2)  # per signature
     step = max(1, CHUNK_CELLS // max(cells, 1))
     if m <= step:
         return fn(idx, vlb, vub) if gaps is None else fn(idx, vlb, vub, gaps)
