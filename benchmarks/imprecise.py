@@ -34,7 +34,6 @@ import csv
 import multiprocessing as mp
 import os
 import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -171,12 +170,12 @@ def defaults(repeat: int, cap: float) -> list[dict]:
             if not runs:
                 out.append({"strategy": strategy, "method": method, "events_per_s": None})
                 continue
-            rates = [n / max(s, 1e-9) for n, s, _, _ in runs]
-            walls = [n / max(w, 1e-9) for n, _, _, w in runs]
+            runs.sort(key=lambda r: r[0] / max(r[1], 1e-9))
+            n, seconds, matches, wall = runs[len(runs) // 2]  # the median run
             out.append({
-                "strategy": strategy, "method": method, "events": runs[0][0],
-                "matches": runs[-1][2], "events_per_s": round(statistics.median(rates)),
-                "wall_events_per_s": round(statistics.median(walls)),
+                "strategy": strategy, "method": method, "events": n, "matches": matches,
+                "events_per_s": round(n / max(seconds, 1e-9)),
+                "wall_events_per_s": round(n / max(wall, 1e-9)),
             })  # fmt: skip
     return out
 
