@@ -130,9 +130,13 @@ class NextConfidence:
             local = [(keep[a][keep[a] >= 0], x[keep[a] >= 0]) for a, x in gaps]
             c, s, e = chunked(self._split, idx[split], vlb[split], vub[split], local)
             conf[split], start[split], end[split] = c, s, e
-        for a in np.flatnonzero(shared):
-            gap_sets = [x[ga == a] for ga, x in gaps]
-            conf[a], start[a], end[a] = self._enumerate(idx[a], vlb[a], vub[a], gap_sets)
+        both = np.flatnonzero(shared)
+        if len(both):
+            keep = np.full(m, -1)
+            keep[both] = np.arange(len(both))
+            local = [(keep[a][keep[a] >= 0], x[keep[a] >= 0]) for a, x in gaps]
+            c, s, e = chunked(self._enumerate, idx[both], vlb[both], vub[both], local, power=0)
+            conf[both], start[both], end[both] = c, s, e
         return conf, start, end
 
     def _split(self, idx, vlb, vub, gaps):
@@ -156,32 +160,53 @@ class NextConfidence:
         q[a[firsts]] = np.multiply.reduceat(outside, firsts, axis=0)
         return q
 
-    def _enumerate(self, idx, vlb, vub, gap_sets):
-        """One signature whose Θ sets share events: every point match, with each other
-        event's mass outside the union of the gaps it could fill."""
-        ev, w = self.events, self.pattern.window
-        options = [
-            [(t, p) for t, p in ev.points(int(e)) if vlb[j] <= t <= vub[j]]
-            for j, e in enumerate(idx)
-        ]
-        gaps_of: dict[int, list[int]] = {}
-        for j, xs in enumerate(gap_sets, start=1):
-            for x in xs.tolist():
-                gaps_of.setdefault(x, []).append(j)
-        points = {x: ev.points(x) for x in gaps_of}
-        conf, start, end = 0.0, None, None
-        for combo in itertools.product(*options):
-            ts = [t for t, _ in combo]
-            if any(b <= a for a, b in itertools.pairwise(ts)) or ts[-1] - ts[0] >= w:
-                continue
-            weight = float(np.prod([p for _, p in combo]))
-            for x, js in gaps_of.items():
-                weight *= sum(p for t, p in points[x] if not any(ts[j - 1] < t < ts[j] for j in js))
-            if weight > 0:
-                conf += weight
-                start = ts[0] if start is None else min(start, ts[0])
-                end = ts[-1] if end is None else max(end, ts[-1])
-        return conf, (start if start is not None else 0), (end if end is not None else 0)
+    def _enumerate(self, idx, vlb, vub, gaps):
+        """Signatures whose Θ sets share an event: every point match at once (a tensor
+        with one axis per component), each other event's factor the mass of its points
+        outside the union of the gaps it could fill — summed over the segments between
+        them, so that a certain spoiler gives exactly 0."""
+        ev, window = self.events, self.pattern.window
+        grid = Grid(ev, idx, vlb, vub)
+        m, length = len(idx), grid.length
+        shape = (m, *grid.width)
+
+        def axis(values: np.ndarray, j: int) -> np.ndarray:  # (n, w_j) -> broadcastable
+            return values.reshape(values.shape[0], *[-1 if i == j else 1 for i in range(length)])
+
+        mass = np.ones(shape)
+        for j in range(length):
+            mass = mass * axis(grid.prob[j], j)
+            if j:
+                mass = mass * (axis(grid.points[j - 1], j - 1) < axis(grid.points[j], j))
+        mass = mass * (axis(grid.points[-1], length - 1) - axis(grid.points[0], 0) < window)
+        gaps_of: dict[tuple[int, int], list[int]] = {}
+        for j, (a, x) in enumerate(gaps, start=1):
+            for key in zip(a.tolist(), x.tolist()):
+                gaps_of.setdefault(key, []).append(j)
+        by_set: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for key, js in gaps_of.items():
+            by_set.setdefault(tuple(js), []).append(key)
+        for js, pairs in sorted(by_set.items()):
+            a = np.array([p[0] for p in pairs])
+            x = np.array([p[1] for p in pairs])
+            t = [axis(grid.points[j][a], j) for j in range(length)]
+            xs = x.reshape(-1, *[1] * length)
+            outside = ev.mass_upto(xs, t[js[0] - 1]) + ev.mass_from(xs, t[js[-1]])
+            for j, k in itertools.pairwise(js):  # between two of its gaps: [t_j, t_{k-1}]
+                outside = outside + ev.mass_upto(xs, t[k - 1]) - ev.mass_upto(xs, t[j] - 1)
+            order = np.argsort(a, kind="stable")
+            a, outside = a[order], outside[order]
+            firsts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+            mass[a[firsts]] *= np.multiply.reduceat(outside, firsts, axis=0)
+        total = mass
+        for j in range(length, 0, -1):  # axis by axis, each in one fixed order
+            total = _sum(total, axis=j)
+        rows = np.arange(m)
+        by_first = mass.reshape(m, grid.width[0], -1).max(axis=2) > 0
+        by_last = mass.reshape(m, -1, grid.width[-1]).max(axis=1) > 0
+        start = grid.points[0][rows, np.argmax(by_first, axis=1)]
+        k = by_last.shape[1] - 1 - np.argmax(by_last[:, ::-1], axis=1)
+        return total, start, grid.points[-1][rows, k]
 
 
 def _shared(gaps, n_events: int, m: int) -> np.ndarray:
@@ -448,13 +473,17 @@ def _step(mass: np.ndarray, factor: np.ndarray) -> np.ndarray:
     return out
 
 
-def chunked(fn, idx, vlb, vub, gaps=None):
-    """`fn` over slices of the signatures small enough for memory."""
+def chunked(fn, idx, vlb, vub, gaps=None, power: int | None = None):
+    """`fn` over slices of the signatures small enough for memory. A signature takes
+    the widest width to `power` cells (default: 1, or 2 with Θ factors); power 0: the
+    product of its widths (every point match)."""
     m = len(idx)
     if not m:
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
     widths = (vub - vlb).max(axis=0) + 1
-    cells = int(max(widths.max(), 1)) ** (1 if gaps is None else 2)  # per signature
+    power = (1 if gaps is None else 2) if power is None else power
+    widest = int(max(widths.max(), 1))
+    cells = int(np.prod(widths.astype(np.float64))) if power == 0 else widest**power
     step = max(1, CHUNK_CELLS // max(cells, 1))
     if m <= step:
         return fn(idx, vlb, vub) if gaps is None else fn(idx, vlb, vub, gaps)
