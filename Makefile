@@ -48,6 +48,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.state_api
 	$(BIN)/python -m benchmarks.ayac
 	$(BIN)/python -m benchmarks.episodes
+	$(BIN)/python -m benchmarks.imprecise
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis

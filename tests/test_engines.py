@@ -15,6 +15,7 @@ from episode_strategies import episode_queries
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from imprecise_strategies import interval_queries
 from ses_strategies import all_queries, ses_queries, windowed_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
@@ -38,6 +39,7 @@ QUERY_STRATEGIES = {
     "nfa-windows": windowed_queries,
 }
 QUERY_STRATEGIES["episodes"] = episode_queries  # tofel, directmatch: tests/test_episodes.py
+QUERY_STRATEGIES["imprecise"] = interval_queries
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

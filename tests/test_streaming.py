@@ -248,7 +248,7 @@ def test_every_engine_streaming_equals_batch(spark, tmp_path, name, query):
     expected = run_local(frame, query, id_col="id", algorithm=name).matches
     assert writer.totals["late"] == 0
     assert canonical(read_rows(tmp_path / "out")) == canonical(
-        json.loads(expected.to_json(orient="records"))
+        json.loads(expected.to_json(orient="records", double_precision=15))
     )
 
 

@@ -52,6 +52,9 @@ def match(
     algorithm: str | None = None,
     sharing: str = "prefix",
     partitions: int | None = None,
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ):
     """Run queries on a Spark DataFrame; returns a Spark DataFrame of their rows.
 
@@ -64,6 +67,7 @@ def match(
         df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
         time_unit=time_unit, tiebreak=tiebreak, max_matches=max_matches,
         algorithm=algorithm, sharing=sharing, partitions=partitions,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
 
 
@@ -102,6 +106,9 @@ def stream(
     tiebreak: str | None = None,
     lateness: str = "0",
     algorithm: str | None = None,
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ):
     """Run queries on a streaming DataFrame (docs/streaming.md). Returns a `Stream`:
     `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
@@ -112,6 +119,7 @@ def stream(
     return spark_stream(
         streaming_df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
         time_unit=time_unit, tiebreak=tiebreak, lateness=lateness, algorithm=algorithm,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
 
 
@@ -126,6 +134,9 @@ def explain(
     tiebreak: str | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ) -> str:
     """The plan of queries in words: engine, key, pushed-down filter, conditions.
 
@@ -138,6 +149,7 @@ def explain(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return explain_queries(queries, _schema(data), options)
 

@@ -73,6 +73,21 @@ PruneOpt = Annotated[
         "fp (and partition), fpc (and necessary conditions; the default).",
     ),
 ]
+TimeUpperOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-upper",
+        help="Interval time: the column of each event's latest time (--time is its earliest).",
+    ),
+]
+PmfOpt = Annotated[
+    str | None,
+    typer.Option("--pmf", help="Interval time: a column of lists, a probability per point."),
+]
+MaxWidthOpt = Annotated[
+    int | None,
+    typer.Option("--max-width", help="Interval time: the largest upper - lower (U_max).", min=0),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -169,6 +184,9 @@ def run(
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
     prune: PruneOpt = None,
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
@@ -182,6 +200,7 @@ def run(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
         prune=prune,
+        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     with err.status("starting") as status:
         if local:
@@ -316,6 +335,9 @@ def explain(
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
     prune: PruneOpt = None,
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
     from sparkcep.explain import explain_queries
@@ -325,6 +347,7 @@ def explain(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
+        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     if input is not None:
         from sparkcep.files import read_pandas
@@ -408,13 +431,16 @@ def stream(
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
+    time_upper: TimeUpperOpt = None,
+    pmf: PmfOpt = None,
+    max_width: MaxWidthOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
     text = _pick(_query_text(query), name)
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak,
+        tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     sinks = StreamSinks(
         output,
@@ -441,7 +467,8 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
     result = make_stream(
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
-        lateness=lateness,
+        lateness=lateness, time_end_col=options.time_end_col, pmf_col=options.pmf_col,
+        max_width=options.max_width,
     )  # fmt: skip
     running, writer = start(
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,

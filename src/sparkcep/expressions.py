@@ -8,6 +8,7 @@ Spark runner agree.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -110,6 +111,8 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
     if isinstance(expr, ast.AttrRef):
         return resolve(expr)
     if isinstance(expr, ast.Call):
+        if expr.name in LIST_FUNCTIONS:
+            return _list_function(expr.name, evaluate(expr.args[0], resolve, n))
         from sparkcep.functions import FUNCTIONS  # (functions builds on Vec, defined here)
 
         if expr.name in FUNCTIONS:
@@ -146,6 +149,33 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
                 )
         return _arithmetic(expr.op, left, right, null)
     raise TypeError(f"cannot evaluate {expr!r}")
+
+
+# Functions of a list value (a column holding lists: an interval time's pmf). Not part
+# of the query language: programs use them in row checks (`engines.base.RowCheck`);
+# runners/spark_expr.py computes the same in Spark. A null list, or a list with a null or
+# NaN element, gives null (as Spark's aggregate does); a value that is not a list too.
+LIST_FUNCTIONS = ("cardinality", "list_sum", "list_min")
+
+
+def _list_function(name: str, arg: Vec) -> Vec:
+    out = np.zeros(len(arg), dtype=np.int64 if name == "cardinality" else np.float64)
+    null = arg.nulls().copy()
+    for i, value in enumerate(arg.values):
+        if null[i]:
+            continue
+        if not isinstance(value, list | tuple | np.ndarray):
+            null[i] = True
+            continue
+        if name == "cardinality":
+            out[i] = len(value)
+            continue
+        items = [np.nan if v is None else float(v) for v in value]
+        if any(np.isnan(x) for x in items) or (name == "list_min" and not items):
+            null[i] = True
+        else:
+            out[i] = math.fsum(items) if name == "list_sum" else min(items)
+    return Vec(out, null if null.any() else None)
 
 
 def _logic(op: str, a: Vec, b: Vec) -> Vec:

@@ -358,15 +358,16 @@ _LOADED = False
 
 def _load_engines() -> None:
     """Import the engine packages (each registers itself), then keep the registry in
-    the order `choose` tries them, whichever package was imported first."""
+    the order `choose` tries them, whichever package was imported first (its doctests,
+    a test)."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    from sparkcep.engines import aseq, ayac, episodes, nfa, ses  # noqa: F401
+    from sparkcep.engines import aseq, ayac, episodes, imprecise, nfa, ses  # noqa: F401
     from sparkcep.engines.ayac import engine  # noqa: F401
 
-    order = ["nfa", "aseq", "twostep", "ayac", "ses", "jointree", "nfa-windows"]
+    order = ["nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows"]
     order += ["episodes", "tofel", "directmatch"]
     ranked = sorted(
         ENGINES.items(),

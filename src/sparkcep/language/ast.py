@@ -205,6 +205,11 @@ class Query:
     select_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     inclusive: bool = False  # WITHIN w INCLUSIVE: last.ts - first.ts <= w
     inclusive_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    # TIME BETWEEN lower AND upper [WIDTH AT MOST width]: an interval time (imprecise)
+    time_lower: Expr | None = None
+    time_upper: Expr | None = None
+    time_width: Duration | None = None
+    time_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -40,6 +40,7 @@ CLAUSE_FIELDS = {
     "symbol_clause": "SYMBOL",
     "predict_clause": "PREDICT",
     "confidence_clause": "CONFIDENCE",
+    "time_clause": "TIME",
 }
 
 
@@ -264,6 +265,19 @@ class _ToAst(Transformer):
     def inclusive_clause(self, meta, children):
         return "inclusive_clause", _span(meta), {"inclusive": True, "inclusive_span": _span(meta)}
 
+    def time_clause(self, meta, children):
+        lower, upper, width = children
+        fields = {
+            "time_lower": _columns(lower),
+            "time_upper": _columns(upper),
+            "time_width": width,
+            "time_span": _span(meta),
+        }
+        return "time_clause", _span(meta), fields
+
+    def time_width(self, meta, children):
+        return children[0]
+
     def duration(self, meta, children):
         amount, unit = children
         unit_name = None
@@ -454,6 +468,20 @@ def _flatten(items) -> tuple[ast.Component, ...]:
         else:
             out += [replace(c, in_set=position) for c in item.components]
     return tuple(out)
+
+
+def _columns(expr: ast.Expr) -> ast.Expr:
+    """TIME's bounds name the event's columns bare (ts - 5): each name becomes an
+    attribute reference with no variable."""
+    if isinstance(expr, ast.VarRef):
+        return ast.AttrRef("", expr.var, span=expr.span)
+    if isinstance(expr, ast.BinOp):
+        return ast.BinOp(expr.op, _columns(expr.left), _columns(expr.right), span=expr.span)
+    if isinstance(expr, ast.Negate):
+        return ast.Negate(_columns(expr.operand), span=expr.span)
+    if isinstance(expr, ast.Call):
+        return ast.Call(expr.name, tuple(_columns(a) for a in expr.args), span=expr.span)
+    return expr
 
 
 _TOKEN_NAMES = {

@@ -24,6 +24,7 @@ from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
 from sparkcep.plan.ayac import AyacClauses
 from sparkcep.plan.episodes import EpisodeClauses
+from sparkcep.plan.intervals import IntervalClauses
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -61,7 +62,9 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses, EpisodeClauses):
+class _Analyzer(
+    TypeChecker, AggregateClauses, AyacClauses, EventSetClauses, EpisodeClauses, IntervalClauses
+):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -144,6 +147,7 @@ class _Analyzer(TypeChecker, AggregateClauses, AyacClauses, EventSetClauses, Epi
         spec = self._aggregate_spec()
         window, spec = self._event_set_clauses(window, spec, strategy)
         spec = self._ayac_spec(comps, window, strategy) or spec
+        spec = self._interval_spec(spec, window)
         if window is None:
             self.warnings.append(
                 "the query has no WITHIN window: state is not bounded, and without a key "

@@ -31,6 +31,12 @@ class Options:
     (an engine by name, e.g. twostep; None: the best for the query), `sharing` of AGG
     queries (prefix, chop or none), `prune`: the match-window prunings of the engines
     that run behind match windows (none, f, fp or fpc; None: the best, fpc).
+    queries (prefix, chop or none).
+
+    Interval time (docs/imprecise.md): `time_end_col` is then the interval's upper bound
+    (the time column its lower bound), `pmf_col` a column holding a list of
+    probabilities, one per point of the interval (default: uniform), and `max_width`
+    the largest `upper - lower` in ticks (U_max) when the query does not show it.
     """
 
     time_col: str = "ts"
@@ -44,6 +50,8 @@ class Options:
     algorithm: str | None = None
     sharing: str = "prefix"
     prune: str | None = None
+    pmf_col: str | None = None
+    max_width: int | None = None
 
 
 @dataclass(frozen=True)

@@ -138,16 +138,21 @@ def run_local(
     max_matches: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ) -> RunResult:
     """Run pattern or AGG queries on `events` (a pandas DataFrame or an iterable of
     dicts); returns the rows and the rejected input rows.
 
     `queries` is a query text, a file's text of named queries (`QUERY name: ...;`), or
-    a list of them; the options are those of `sparkcep.Options`.
+    a list of them; the options are those of `sparkcep.Options` (`time_end_col`,
+    `pmf_col` and `max_width` give an interval time: docs/imprecise.md).
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute_local(events, queries, options)
 
@@ -164,6 +169,9 @@ def match_local(
     max_matches: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ) -> pd.DataFrame:
     """The matches of a query in `events`, as a pandas DataFrame (docs/semantics.md).
 
@@ -179,6 +187,7 @@ def match_local(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute_local(events, queries, options), "run_local")
 

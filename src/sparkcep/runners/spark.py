@@ -267,6 +267,9 @@ def run(
     max_matches: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
     partitions: int | None = None,
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
@@ -277,6 +280,7 @@ def run(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute(
         df, queries, options, partitions=partitions, split_cols=split_cols,
@@ -296,6 +300,9 @@ def match(
     max_matches: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
     partitions: int | None = None,
 ) -> DataFrame:
     """The matches of `query` in the Spark DataFrame `df`, as a Spark DataFrame.
@@ -306,6 +313,7 @@ def match(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute(df, queries, options, partitions=partitions))
 

@@ -41,6 +41,15 @@ FUNCTIONS = {
     "coalesce": F.coalesce,
 }
 
+# Functions of a list column (sparkcep.expressions.LIST_FUNCTIONS): programs' row checks.
+_LIST_FUNCTIONS = {
+    "cardinality": F.size,
+    "list_sum": lambda c: F.aggregate(
+        c, F.lit(0.0).cast("double"), lambda acc, x: acc + x.cast("double")
+    ),
+    "list_min": lambda c: F.array_min(c).cast("double"),
+}
+
 
 def to_column(expr: ast.Expr) -> Column:
     """A local (one-variable, element-wise) expression as a Spark Column."""
@@ -48,6 +57,8 @@ def to_column(expr: ast.Expr) -> Column:
         return F.lit(expr.value)
     if isinstance(expr, ast.AttrRef):
         return F.col(f"`{expr.attr}`")
+    if isinstance(expr, ast.Call) and expr.name in _LIST_FUNCTIONS:
+        return _LIST_FUNCTIONS[expr.name](to_column(expr.args[0]))
     if isinstance(expr, ast.Call) and expr.name in FUNCTIONS:
         return FUNCTIONS[expr.name](*[to_column(a) for a in expr.args])
     if isinstance(expr, ast.Negate):

@@ -136,6 +136,9 @@ def stream(
     tiebreak: str | None = None,
     lateness: str = "0",
     algorithm: str | None = None,
+    time_end_col: str | None = None,
+    pmf_col: str | None = None,
+    max_width: int | None = None,
 ) -> Stream:
     """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
     `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
@@ -143,7 +146,8 @@ def stream(
     window or the lateness has a unit."""
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm,
+        tiebreak=tiebreak, algorithm=algorithm, time_end_col=time_end_col, pmf_col=pmf_col,
+        max_width=max_width,
     )  # fmt: skip
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to

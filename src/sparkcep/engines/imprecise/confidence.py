@@ -1,0 +1,501 @@
+"""Confidence and time range of match signatures, from the events' valid intervals
+(event-based framework, §4.1 and C.4), vectorised over signatures.
+
+A point match of signature (e_1, ..., e_l) takes a point t_j of each valid interval with
+t_1 < ... < t_l and t_l - t_1 < W; its probability is the product of the points'
+probabilities, times, under skip-till-next, the probability that no other event that
+could take component j lies strictly between t_{j-1} and t_j (eq. (2)). The confidence
+sums them; the range is [least t_1, greatest t_l] over the point matches of positive
+probability.
+
+Both are one pass over the components that keeps, per first point t_1 (the window
+couples t_1 and t_l) and per point t of event j, the mass of the partial point matches
+ending at t: Algorithm 2's memoised partial paths, with the window applied. Taken
+literally, Algorithm 2 enumerates the valid intervals without the window and over-counts
+(Fig. 1: 35/225 instead of 25/225); `apply_window=False` gives that figure.
+
+Skip-till-next (eq. (3)): when each other event can come between one pair (j-1, j) only,
+the "no event between" factor splits into one factor per pair, q_j(s, t) = product over
+x in Θ_j of P[x not in (s, t)], and the pass multiplies by it. When an event could come
+between several pairs (it can match several components), the factor does not split; the
+point matches of those signatures are enumerated, and an event's factor is the mass of
+its points outside the union of the gaps it could fill (the gaps are disjoint, so this
+is exact). This replaces eq. (4)'s enumeration of the shared events' points.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from sparkcep.engines.imprecise.candidates import theta_pairs
+from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
+
+CHUNK_CELLS = 1_000_000  # float cells of one chunk's largest array
+
+
+class Grid:
+    """The points of each signature's valid intervals: component j's point k is
+    vlb[:, j] + k, for k < width[j]; `prob[j]` (m, width[j]) their probabilities (zero
+    beyond vub)."""
+
+    def __init__(self, events: IntervalEvents, idx, vlb, vub):
+        self.vlb, self.vub = vlb, vub
+        self.length = idx.shape[1]
+        self.width = [max(int((vub[:, j] - vlb[:, j]).max()) + 1, 1) for j in range(self.length)]
+        self.points, self.prob = [], []
+        for j in range(self.length):
+            pts = vlb[:, j, None] + np.arange(self.width[j])[None, :]
+            self.points.append(pts)
+            inside = pts <= vub[:, j, None]
+            self.prob.append(np.where(inside, events.prob(idx[:, j, None], pts), 0.0))
+
+    def subset(self, rows: np.ndarray) -> Grid:
+        out = Grid.__new__(Grid)
+        out.vlb, out.vub, out.length, out.width = (
+            self.vlb[rows],
+            self.vub[rows],
+            self.length,
+            self.width,
+        )
+        out.points = [p[rows] for p in self.points]
+        out.prob = [p[rows] for p in self.prob]
+        return out
+
+
+class AnyConfidence:
+    """Algorithm 2 (C.4) with the window: the confidence and range of skip-till-any
+    signatures, from their valid intervals.
+
+    Fig. 1: a1 = [1,5], c2 = [3,5], b3 = [3,5], c4 = [4,8], W = 4; signature (a1, b3, c2)
+    with valid intervals [1,3], [3,4], [4,5] has confidence 25/225 and range [1,5]:
+
+    >>> from sparkcep.engines.imprecise.events import IntervalEvents
+    >>> ev = IntervalEvents.from_arrays([1, 3, 3, 4], [5, 5, 5, 8], [1, 4, 2, 4])
+    >>> idx, vlb, vub = np.array([[0, 2, 1]]), np.array([[1, 3, 4]]), np.array([[3, 4, 5]])
+    >>> conf, start, end = AnyConfidence(ev, 4)(idx, vlb, vub)
+    >>> round(float(conf[0]) * 225, 9), int(start[0]), int(end[0])
+    (25.0, 1, 5)
+    >>> round(float(AnyConfidence(ev, 4, apply_window=False)(idx, vlb, vub)[0][0]) * 225, 9)
+    35.0
+    """
+
+    def __init__(self, events: IntervalEvents, window: int, apply_window: bool = True):
+        self.events = events
+        self.window = window
+        self.apply_window = apply_window
+
+    def __call__(self, idx, vlb, vub):
+        return chunked(self._run, idx, vlb, vub)
+
+    def _run(self, idx, vlb, vub):
+        grid = Grid(self.events, idx, vlb, vub)
+        return chain(grid, None, self.window if self.apply_window else None)
+
+
+class NextConfidence:
+    """Skip-till-next signatures (eq. (2), (3)): the same pass with, between events j-1
+    and j, the probability that no other event that could take component j lies between
+    them.
+
+    Fig. 1 under skip-till-next: (a1, b3, c2) needs c4 (in [4,8]) not to fall between b3
+    and c2; the possible worlds give 24/225:
+
+    >>> from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
+    >>> ev = IntervalEvents.from_arrays([1, 3, 3, 4], [5, 5, 5, 8], [1, 4, 2, 4])
+    >>> pattern = Pattern((1, 2, 4), 4, True, ((), (), ()), ("a", "b", "c"), 4)
+    >>> idx, vlb, vub = np.array([[0, 2, 1]]), np.array([[1, 3, 4]]), np.array([[3, 4, 5]])
+    >>> conf, start, end = NextConfidence(ev, pattern)(idx, vlb, vub)
+    >>> round(float(conf[0]) * 225, 9), int(start[0]), int(end[0])
+    (24.0, 1, 5)
+    """
+
+    def __init__(self, events: IntervalEvents, pattern: Pattern):
+        self.events = events
+        self.pattern = pattern
+
+    def __call__(self, idx, vlb, vub):
+        m = len(idx)
+        gaps = [theta_pairs(self.events, self.pattern, idx, vlb, vub, j)
+                for j in range(1, self.pattern.length)]  # fmt: skip
+        shared = _shared(gaps, len(self.events), m)
+        conf = np.zeros(m)
+        start = np.zeros(m, np.int64)
+        end = np.zeros(m, np.int64)
+        split = np.flatnonzero(~shared)
+        if len(split):
+            keep = np.full(m, -1)
+            keep[split] = np.arange(len(split))
+            local = [(keep[a][keep[a] >= 0], x[keep[a] >= 0]) for a, x in gaps]
+            c, s, e = chunked(self._split, idx[split], vlb[split], vub[split], local)
+            conf[split], start[split], end[split] = c, s, e
+        both = np.flatnonzero(shared)
+        if len(both):
+            keep = np.full(m, -1)
+            keep[both] = np.arange(len(both))
+            local = [(keep[a][keep[a] >= 0], x[keep[a] >= 0]) for a, x in gaps]
+            c, s, e = chunked(self._enumerate, idx[both], vlb[both], vub[both], local, power=0)
+            conf[both], start[both], end[both] = c, s, e
+        return conf, start, end
+
+    def _split(self, idx, vlb, vub, gaps):
+        grid = Grid(self.events, idx, vlb, vub)
+        factors = [self._factor(grid, j + 1, a, x) for j, (a, x) in enumerate(gaps)]
+        return chain(grid, factors, self.pattern.window)
+
+    def _factor(self, grid: Grid, j: int, a, x):
+        """q_j(s, t) for each signature: (m, width[j-1], width[j])."""
+        m = len(grid.vlb)
+        q = np.ones((m, grid.width[j - 1], grid.width[j]))
+        if not len(a):
+            return q
+        s = grid.points[j - 1][a][:, :, None]
+        t = grid.points[j][a][:, None, :]
+        xs = x[:, None, None]
+        outside = self.events.mass_upto(xs, s) + self.events.mass_from(xs, t)
+        order = np.argsort(a, kind="stable")
+        a, outside = a[order], outside[order]
+        firsts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+        q[a[firsts]] = np.multiply.reduceat(outside, firsts, axis=0)
+        return q
+
+    def _enumerate(self, idx, vlb, vub, gaps):
+        """Signatures whose Θ sets share an event: every point match at once (a tensor
+        with one axis per component), each other event's factor the mass of its points
+        outside the union of the gaps it could fill — summed over the segments between
+        them, so that a certain spoiler gives exactly 0."""
+        ev, window = self.events, self.pattern.window
+        grid = Grid(ev, idx, vlb, vub)
+        m, length = len(idx), grid.length
+        shape = (m, *grid.width)
+
+        def axis(values: np.ndarray, j: int) -> np.ndarray:  # (n, w_j) -> broadcastable
+            return values.reshape(values.shape[0], *[-1 if i == j else 1 for i in range(length)])
+
+        mass = np.ones(shape)
+        for j in range(length):
+            mass = mass * axis(grid.prob[j], j)
+            if j:
+                mass = mass * (axis(grid.points[j - 1], j - 1) < axis(grid.points[j], j))
+        mass = mass * (axis(grid.points[-1], length - 1) - axis(grid.points[0], 0) < window)
+        gaps_of: dict[tuple[int, int], list[int]] = {}
+        for j, (a, x) in enumerate(gaps, start=1):
+            for key in zip(a.tolist(), x.tolist()):
+                gaps_of.setdefault(key, []).append(j)
+        by_set: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for key, js in gaps_of.items():
+            by_set.setdefault(tuple(js), []).append(key)
+        for js, pairs in sorted(by_set.items()):
+            a = np.array([p[0] for p in pairs])
+            x = np.array([p[1] for p in pairs])
+            t = [axis(grid.points[j][a], j) for j in range(length)]
+            xs = x.reshape(-1, *[1] * length)
+            outside = ev.mass_upto(xs, t[js[0] - 1]) + ev.mass_from(xs, t[js[-1]])
+            for j, k in itertools.pairwise(js):  # between two of its gaps: [t_j, t_{k-1}]
+                outside = outside + ev.mass_upto(xs, t[k - 1]) - ev.mass_upto(xs, t[j] - 1)
+            order = np.argsort(a, kind="stable")
+            a, outside = a[order], outside[order]
+            firsts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+            mass[a[firsts]] *= np.multiply.reduceat(outside, firsts, axis=0)
+        total = mass
+        for j in range(length, 0, -1):  # axis by axis, each in one fixed order
+            total = _sum(total, axis=j)
+        rows = np.arange(m)
+        by_first = mass.reshape(m, grid.width[0], -1).max(axis=2) > 0
+        by_last = mass.reshape(m, -1, grid.width[-1]).max(axis=1) > 0
+        start = grid.points[0][rows, np.argmax(by_first, axis=1)]
+        k = by_last.shape[1] - 1 - np.argmax(by_last[:, ::-1], axis=1)
+        return total, start, grid.points[-1][rows, k]
+
+
+def _shared(gaps, n_events: int, m: int) -> np.ndarray:
+    """Signatures with an event in two of their Θ sets."""
+    shared = np.zeros(m, dtype=bool)
+    if len(gaps) < 2:
+        return shared
+    keys = np.concatenate([a * n_events + x for a, x in gaps])
+    values, counts = np.unique(keys, return_counts=True)
+    shared[values[counts > 1] // n_events] = True
+    return shared
+
+
+def chain(grid: Grid, factors, window: int | None):
+    """(confidence, range start, range end) of each signature of `grid`.
+
+    Where the window cannot bind (the last valid point minus the first is below W), one
+    pass forward gives the confidence and the range end and one backward the range
+    start; elsewhere the forward pass keeps the first point too (`_chain_by_first`)."""
+    m = len(grid.vlb)
+    cut = np.zeros(m, dtype=np.int64)  # first points the window can cut, each signature
+    if window is not None and grid.length > 1:  # one event is always within its window
+        cut = np.clip(grid.vub[:, -1] - window + 1 - grid.vlb[:, 0], 0, grid.width[0])
+    if not cut.any():
+        return _chain_free(grid, factors)
+    if factors is None:  # skip-till-any: the window by inclusion-exclusion, linear in width
+        out = (np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64))
+        for rows, fn in ((np.flatnonzero(cut == 0), _chain_free),
+                         (np.flatnonzero(cut > 0), lambda g, f: _any_windowed(g, window))):  # fmt: skip
+            if len(rows):
+                for target, values in zip(out, fn(grid.subset(rows), None)):
+                    target[rows] = values
+        return out
+    out = (np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64))
+    widest = max(grid.width)
+    per_row = widest if factors is None else widest * widest
+    for k in np.unique(cut).tolist():  # as many rows as points cut, in each group
+        group = np.flatnonzero(cut == k)
+        step = len(group) if k == 0 else max(1, CHUNK_CELLS // ((k + 1) * per_row))
+        for lo in range(0, len(group), step):
+            rows = group[lo : lo + step]
+            sub = grid.subset(rows)
+            parts = None if factors is None else [f[rows] for f in factors]
+            part = _chain_free(sub, parts) if k == 0 else _chain_by_first(sub, parts, window)
+            for target, values in zip(out, part):
+                target[rows] = values
+    return out
+
+
+def _spread(grid: Grid, mass: np.ndarray, j: int, factors) -> np.ndarray:
+    """Mass of component j-1's points (last axis) -> the mass that reaches each point of
+    component j (sum over s < t, times q_j(s, t) under skip-till-next)."""
+    pts = grid.points[j]
+    if factors is None:
+        running = _running(mass)  # the sum over s < t, read at t - 1
+        at = pts - 1 - grid.vlb[:, j - 1, None]
+        inside = at >= 0
+        at = np.clip(at, 0, grid.width[j - 1] - 1)
+        if mass.ndim == 3:
+            at = np.broadcast_to(at[:, None, :], (*mass.shape[:2], at.shape[1]))
+            inside = inside[:, None, :]
+        return np.where(inside, np.take_along_axis(running, at, axis=-1), 0.0)
+    before = grid.points[j - 1][:, :, None] < pts[:, None, :]  # s < t
+    factor = np.where(before, factors[j - 1], 0.0)
+    if mass.ndim == 2:
+        return _step(mass[:, None, :], factor)[:, 0, :]
+    return _step(mass, factor)
+
+
+def _chain_free(grid: Grid, factors):
+    """No window to apply: forward for the confidence and the last point, backward for
+    the first point."""
+    m = len(grid.vlb)
+    mass = grid.prob[0]
+    for j in range(1, grid.length):
+        mass = _spread(grid, mass, j, factors) * grid.prob[j]
+    total = _sum(mass, axis=1)
+    rows = np.arange(m)
+    k = mass.shape[1] - 1 - np.argmax((mass > 0)[:, ::-1], axis=1)
+    end = grid.points[-1][rows, k]
+    a = np.argmax(_backward(grid, factors) > 0, axis=1)
+    return total, grid.points[0][rows, a], end
+
+
+def _backward(grid: Grid, factors) -> np.ndarray:
+    """(m, width[0]): the mass of the point matches (window aside) that start at each
+    point of event 1."""
+    back = grid.prob[-1]
+    for j in range(grid.length - 2, -1, -1):
+        back = _gather_back(grid, back, j, factors) * grid.prob[j]
+    return back
+
+
+def _gather_back(grid: Grid, back: np.ndarray, j: int, factors) -> np.ndarray:
+    """Mass of the suffixes from component j+1's points -> from each point of j."""
+    pts = grid.points[j]
+    if factors is None:
+        suffix = np.cumsum(back[:, ::-1], axis=1)[:, ::-1]  # the sum over t > s
+        at = pts + 1 - grid.vlb[:, j + 1, None]
+        inside = at < grid.width[j + 1]
+        at = np.clip(at, 0, grid.width[j + 1] - 1)
+        return np.where(inside, np.take_along_axis(suffix, at, axis=1), 0.0)
+    after = pts[:, :, None] < grid.points[j + 1][:, None, :]  # s < t
+    factor = np.where(after, factors[j], 0.0)  # (m, s, t)
+    out = np.zeros(pts.shape)
+    for t in range(factor.shape[2]):
+        out += factor[:, :, t] * back[:, t, None]
+    return out
+
+
+def _chain_by_first(grid: Grid, factors, window: int):
+    """mass[m, r, k]: the partial point matches whose last point is point k of event j,
+    by their first point: row r < K holds those that start at point r of event 1 when
+    the window can cut them (r before vub_l - W + 1: K of them), row K all the others
+    together (the window cannot cut a path that starts there). The window is applied at
+    each step to the rows r < K."""
+    p0, first = grid.prob[0], grid.points[0]
+    m, w0 = p0.shape
+    cut = np.clip(grid.vub[:, -1] - window + 1 - grid.vlb[:, 0], 0, w0)  # points cut, each
+    k_max = int(cut.max())
+    rows_k = np.arange(k_max)
+    alone = rows_k[None, :] < cut[:, None]  # (m, K): row r is point r, tracked alone
+    mass = np.zeros((m, k_max + 1, w0))
+    mass[:, rows_k, rows_k] = np.where(alone, p0[:, :k_max], 0.0)
+    mass[:, k_max, :] = np.where(np.arange(w0)[None, :] >= cut[:, None], p0, 0.0)
+    starts = first[:, :k_max]  # (m, K)
+    for j in range(1, grid.length):
+        pts = grid.points[j]
+        mass = _spread(grid, mass, j, factors) * grid.prob[j][:, None, :]
+        mass[:, :k_max, :] *= (pts[:, None, :] - starts[:, :, None]) < window
+    by_row = _sum(mass, axis=2)
+    by_last = _sum(mass, axis=1)
+    total = _sum(by_row, axis=1)
+    rows = np.arange(m)
+    k = by_last.shape[1] - 1 - np.argmax((by_last > 0)[:, ::-1], axis=1)
+    end = grid.points[-1][rows, k]
+    positive = (by_row[:, :k_max] > 0) & alone
+    start = np.where(positive.any(axis=1), first[rows, np.argmax(positive, axis=1)], 0)
+    rest = ~positive.any(axis=1) & (by_row[:, k_max] > 0)
+    if rest.any():  # the first positive point among the ones the window does not cut
+        sub = np.flatnonzero(rest)
+        back = _backward(grid.subset(sub), None if factors is None else [f[sub] for f in factors])
+        back[np.arange(w0)[None, :] < cut[sub, None]] = 0.0
+        start[sub] = first[sub, np.argmax(back > 0, axis=1)]
+    return total, start, end
+
+
+def _at(values: np.ndarray, base: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """values[m, x - base[m]] for times x (m, q): 0 before the grid, the last value
+    after it (values are running sums over the grid)."""
+    i = x - base[:, None]
+    inside = i >= 0
+    i = np.clip(i, 0, values.shape[1] - 1)
+    return np.where(inside, np.take_along_axis(values, i, axis=1), 0.0)
+
+
+def _any_windowed(grid: Grid, window: int):
+    """Skip-till-any where the window binds, in time linear in the widths.
+
+    With P[s][k](x) the mass of the chains of components s..k with every point <= x (a
+    running sum over k's points of p_k(t) P[s][k-1](t - 1)), the mass of the chains of
+    s..l-1 inside the open interval (a, b) is, splitting off the last k whose point is
+    <= a,  G_s(a, b) = P[s][l-1](b - 1) - sum over k >= s of P[s][k](a) G_{k+1}(a, b)
+    (G_l = 1). The confidence is the sum over the first event's points a of
+    p_0(a) G_1(a, a + W). Which first and last points have a chain at all is found
+    exactly, by the earliest and latest chains (no subtraction), so that a signature or
+    a range end is never made by rounding."""
+    length, vlb = grid.length, grid.vlb
+    a = grid.points[0]  # (m, w0)
+    b = a + window
+    prefix: dict[tuple[int, int], np.ndarray] = {}
+    for s in range(1, length):
+        before = None
+        for k in range(s, length):
+            term = grid.prob[k]
+            if before is not None:
+                term = term * _at(before, vlb[:, k - 1], grid.points[k] - 1)
+            before = _running(term)
+            prefix[(s, k)] = before
+    inside = {length: np.ones(a.shape)}
+    for s in range(length - 1, 0, -1):
+        g = _at(prefix[(s, length - 1)], vlb[:, length - 1], b - 1)
+        for k in range(s, length):
+            g = g - _at(prefix[(s, k)], vlb[:, k], a) * inside[k + 1]
+        inside[s] = g
+    valid = _chains_start(grid, window)
+    mass = np.where(valid, grid.prob[0] * inside[1], 0.0)
+    total = _sum(mass, axis=1)
+    rows = np.arange(len(vlb))
+    start = a[rows, np.argmax(valid, axis=1)]
+    return total, start, _chains_end(grid, window)
+
+
+def _positive_next(grid: Grid, j: int) -> np.ndarray:
+    """(m, width_j + 1): per grid position, the first position at or after it whose
+    point has positive probability (width_j when none)."""
+    w = grid.width[j]
+    pos = np.where(grid.prob[j] > 0, np.arange(w)[None, :], w)
+    pos = np.minimum.accumulate(pos[:, ::-1], axis=1)[:, ::-1]
+    return np.concatenate([pos, np.full((len(pos), 1), w)], axis=1)
+
+
+def _chains_start(grid: Grid, window: int) -> np.ndarray:
+    """(m, w0): whether a chain starts at each point a of event 1 (positive points, in
+    order, the last before a + W): the earliest chain from a decides."""
+    big = np.iinfo(np.int64).max // 4
+    a = grid.points[0]
+    t = a.copy()
+    for j in range(1, grid.length):
+        nxt = _positive_next(grid, j)
+        i = np.clip(t + 1 - grid.vlb[:, j, None], 0, grid.width[j])
+        k = np.take_along_axis(nxt, i, axis=1)
+        t = np.where(k < grid.width[j], grid.vlb[:, j, None] + k, big)
+    return (grid.prob[0] > 0) & (t < a + window)
+
+
+def _chains_end(grid: Grid, window: int) -> np.ndarray:
+    """Per signature, the latest last point of a chain: for each point of the last
+    event, the latest chain back to a point of event 1 within the window."""
+    last = grid.length - 1
+    z = grid.points[last]
+    t = z.copy()
+    for j in range(last - 1, -1, -1):  # the latest positive point of j before t
+        w = grid.width[j]
+        pos = np.where(grid.prob[j] > 0, np.arange(w)[None, :], -1)
+        prev = np.maximum.accumulate(pos, axis=1)
+        i = t - 1 - grid.vlb[:, j, None]
+        ok = i >= 0
+        k = np.where(ok, np.take_along_axis(prev, np.clip(i, 0, w - 1), axis=1), -1)
+        if j == 0:
+            # a positive point of event 1 in [z - W + 1, t - 1]: the latest is enough
+            found = (k >= 0) & (grid.vlb[:, 0, None] + k > z - window)
+        else:
+            t = np.where(k >= 0, grid.vlb[:, j, None] + k, np.iinfo(np.int64).min // 4)
+    found &= grid.prob[last] > 0
+    rows = np.arange(len(z))
+    k = found.shape[1] - 1 - np.argmax(found[:, ::-1], axis=1)
+    return z[rows, k]
+
+
+def _sum(values: np.ndarray, axis: int) -> np.ndarray:
+    """A sum in one fixed order, left to right: a signature's confidence does not depend
+    on how wide the other signatures of its batch make the arrays (numpy's pairwise
+    sums group terms by the array's length; trailing zeros change nothing here)."""
+    out = values.take(0, axis=axis).copy()
+    for i in range(1, values.shape[axis]):
+        out += values.take(i, axis=axis)
+    return out
+
+
+def _running(values: np.ndarray) -> np.ndarray:
+    """Running sums along the last axis, left to right."""
+    out = values.copy()
+    for i in range(1, values.shape[-1]):
+        out[..., i] += out[..., i - 1]
+    return out
+
+
+def _step(mass: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """out[m, a, t] = sum over s of mass[m, a, s] * factor[m, s, t], in the order of s."""
+    out = np.zeros((mass.shape[0], mass.shape[1], factor.shape[2]))
+    for s in range(mass.shape[2]):
+        out += mass[:, :, s, None] * factor[:, None, s, :]
+    return out
+
+
+def chunked(fn, idx, vlb, vub, gaps=None, power: int | None = None):
+    """`fn` over slices of the signatures small enough for memory. A signature takes
+    the widest width to `power` cells (default: 1, or 2 with Θ factors); power 0: the
+    product of its widths (every point match)."""
+    m = len(idx)
+    if not m:
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    widths = (vub - vlb).max(axis=0) + 1
+    power = (1 if gaps is None else 2) if power is None else power
+    widest = int(max(widths.max(), 1))
+    cells = int(np.prod(widths.astype(np.float64))) if power == 0 else widest**power
+    step = max(1, CHUNK_CELLS // max(cells, 1))
+    if m <= step:
+        return fn(idx, vlb, vub) if gaps is None else fn(idx, vlb, vub, gaps)
+    outs = []
+    for lo in range(0, m, step):
+        hi = min(m, lo + step)
+        if gaps is None:
+            outs.append(fn(idx[lo:hi], vlb[lo:hi], vub[lo:hi]))
+        else:
+            part = []
+            for a, x in gaps:
+                sel = (a >= lo) & (a < hi)
+                part.append((a[sel] - lo, x[sel]))
+            outs.append(fn(idx[lo:hi], vlb[lo:hi], vub[lo:hi], part))
+    return tuple(np.concatenate([o[i] for o in outs]) for i in range(3))

@@ -1,0 +1,228 @@
+"""Interval time (docs/imprecise.md): each event happened at one integer point of an
+uncertainty interval [lower, upper], with a probability per point (uniform by default).
+
+The interval is given in the query (`TIME BETWEEN ts - 5 AND ts + 5`), or by columns
+(`--time-upper COL` beside `--time`, `Options.time_end_col`); `--pmf COL` names a column
+holding a list of probabilities, one per point. The analysis adds an `IntervalSpec` to
+the plan; the imprecise engines read it (and only they answer plans that have one).
+
+>>> from sparkcep.plan import analyze
+>>> plan = analyze("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 2 AND ts + 3 WITHIN 10")
+>>> spec = plan.spec
+>>> spec.max_width, spec.before, spec.after, spec.columns()
+(5, 2, 3, ('ts',))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sparkcep.language import ast
+from sparkcep.timeunits import NANOS
+
+NO_VAR = ""  # the variable of the bare column names of TIME's bounds
+
+
+@dataclass(frozen=True)
+class IntervalSpec:
+    """What an interval-time plan adds: the bounds as expressions over the input's
+    columns, the largest width U_max (ticks), and how far the bounds may lie from the
+    time column (`before`: ts - lower, `after`: upper - ts; both at most U_max)."""
+
+    lower: ast.Expr
+    upper: ast.Expr
+    max_width: int
+    before: int
+    after: int
+    pmf_col: str | None = None
+    text: str = ""
+
+    def columns(self) -> tuple[str, ...]:
+        """The input columns the interval reads."""
+        names = _attrs(self.lower) + _attrs(self.upper)
+        if self.pmf_col:
+            names.append(self.pmf_col)
+        return tuple(dict.fromkeys(names))
+
+
+def _attrs(expr: ast.Expr) -> list[str]:
+    return [n.attr for n in ast.walk(expr) if isinstance(n, ast.AttrRef)]
+
+
+class IntervalClauses:
+    """TIME BETWEEN / --time-upper / --pmf analysis (mixed into the analyzer, which
+    provides `query`, `options`, `schema`, `comps`, `error`, `_strategy`, `_time_kind`)."""
+
+    def _interval_spec(self, spec, window):
+        q, opts = self.query, self.options
+        if q.time_lower is None and opts.time_end_col is None and opts.pmf_col is None:
+            return spec
+        where = q.time_span if q.time_lower is not None else None
+        if q.time_lower is None and opts.time_end_col is None:
+            raise self.error(
+                "--pmf gives a probability per point of an interval time: give the interval "
+                "too (--time-upper COL, or TIME BETWEEN lower AND upper)"
+            )
+        if q.time_lower is not None and opts.time_end_col is not None:
+            raise self.error(
+                "the interval time is given twice: by TIME BETWEEN and by --time-upper", where
+            )
+        if spec is not None:
+            raise self.error(
+                "AGG over interval times is not supported: each match has a confidence",
+                q.aggregates[0].span if q.aggregates else where,
+            )
+        self._check_interval_pattern(window, where)
+        kind = self._time_kind()
+        if kind not in ("int", "unknown"):
+            raise self.error(
+                f"an interval time is made of integer points, and the time column "
+                f"'{opts.time_col}' holds {kind} values: give the time as integers (e.g. "
+                f"tenths of a second)",
+                where,
+            )
+        if q.time_lower is not None:
+            lower, upper = q.time_lower, q.time_upper
+            text = f"TIME BETWEEN {_text(lower)} AND {_text(upper)}"
+        else:
+            lower = ast.AttrRef(NO_VAR, opts.time_col)
+            upper = ast.AttrRef(NO_VAR, opts.time_end_col)
+            text = f"from columns {opts.time_col} (lower) and {opts.time_end_col} (upper)"
+        for bound in (lower, upper):
+            self._check_bound(bound)
+        if opts.pmf_col is not None and self.schema is not None and opts.pmf_col not in self.schema:
+            raise self.error(f"the pmf column '{opts.pmf_col}' is not in the input")
+        offsets = (_offset(lower, opts.time_col), _offset(upper, opts.time_col))
+        if None not in offsets and not offsets[0] <= 0 <= offsets[1]:
+            raise self.error(
+                f"the interval must contain the time column's value ({opts.time_col}): "
+                f"write TIME BETWEEN {opts.time_col} - a AND {opts.time_col} + b",
+                where,
+            )
+        width = self._interval_width(offsets, where)
+        before = -offsets[0] if offsets[0] is not None else width
+        after = offsets[1] if offsets[1] is not None else width
+        return IntervalSpec(lower, upper, width, min(before, width), min(after, width),
+                            opts.pmf_col, text)  # fmt: skip
+
+    def _check_interval_pattern(self, window, where):
+        for comp in self.comps.values():
+            if comp.negated or comp.kleene:
+                what = "negation" if comp.negated else "Kleene closure"
+                raise self.error(
+                    f"{what} is not supported over interval times (the paper leaves it to "
+                    f"future work)",
+                    comp.span,
+                )
+        strategy, _ = self._strategy()
+        if strategy == "STRICT_CONTIGUITY":
+            raise self.error(
+                "strict contiguity has no meaning over interval times: use "
+                "SKIP_TILL_NEXT_MATCH or SKIP_TILL_ANY_MATCH",
+                self.query.strategy_span,
+            )
+        if window is None:
+            raise self.error("a pattern over interval times needs a WITHIN window", where)
+
+    def _check_bound(self, expr: ast.Expr):
+        for node in ast.walk(expr):
+            if isinstance(node, ast.AttrRef):
+                if node.var != NO_VAR:
+                    raise self.error(
+                        "TIME BETWEEN names the event's own columns (ts - 5), not a variable's",
+                        node.span,
+                    )
+                if self.schema is not None and node.attr not in self.schema:
+                    raise self.error(
+                        f"'{node.attr}' is not a column of the input (columns: "
+                        f"{', '.join(self.schema)})",
+                        node.span,
+                    )
+                kind = self.schema.get(node.attr, "unknown") if self.schema else "unknown"
+                if kind not in ("int", "unknown"):
+                    raise self.error(
+                        f"an interval bound is an integer, and '{node.attr}' holds {kind} values",
+                        node.span,
+                    )
+            elif isinstance(node, ast.Literal):
+                if not isinstance(node.value, int) or isinstance(node.value, bool):
+                    raise self.error("an interval bound is an integer", node.span)
+            elif isinstance(node, ast.BinOp):
+                if node.op not in ("+", "-", "*", "%"):
+                    raise self.error(
+                        f"an interval bound is integer arithmetic (+ - * %), not '{node.op}'",
+                        node.span,
+                    )
+            elif isinstance(node, ast.Call):
+                if node.name != "abs" or len(node.args) != 1:
+                    raise self.error("an interval bound may call abs() only", node.span)
+            elif not isinstance(node, ast.Negate):
+                raise self.error("an interval bound is integer arithmetic", node.span)
+
+    def _interval_width(self, offsets, where) -> int:
+        """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show."""
+        width = self.query.time_width
+        if width is not None:
+            if width.unit is None:
+                ticks = width.amount
+            else:
+                unit = self.options.time_unit
+                if unit is None:
+                    raise self.error(
+                        "the width has a unit but the integer time column has none: give "
+                        "--time-unit, or write the width in ticks",
+                        width.span,
+                    )
+                ticks = width.amount * NANOS[width.unit] / NANOS[unit]
+            value = math.floor(ticks + 1e-9)
+            if value < 0:
+                raise self.error("the width must not be negative", width.span)
+            return value
+        if self.options.max_width is not None:
+            if self.options.max_width < 0:
+                raise self.error("--max-width must not be negative")
+            return int(self.options.max_width)
+        if None not in offsets:
+            return offsets[1] - offsets[0]
+        raise self.error(
+            "give the largest interval width U_max (upper - lower, in ticks): "
+            "TIME BETWEEN ... WIDTH AT MOST n, or --max-width n",
+            where,
+        )
+
+
+def _offset(expr: ast.Expr, time_col: str) -> int | None:
+    """c when `expr` is time_col + c (or time_col - c, or time_col), else None."""
+    if isinstance(expr, ast.AttrRef) and expr.attr == time_col:
+        return 0
+    if (
+        isinstance(expr, ast.BinOp)
+        and expr.op in ("+", "-")
+        and isinstance(expr.left, ast.AttrRef)
+        and expr.left.attr == time_col
+        and isinstance(expr.right, ast.Literal)
+        and isinstance(expr.right.value, int)
+        and not isinstance(expr.right.value, bool)
+    ):
+        return expr.right.value if expr.op == "+" else -expr.right.value
+    return None
+
+
+def bound_text(expr: ast.Expr) -> str:
+    """A bound as written: bare column names, parentheses only where needed."""
+    if isinstance(expr, ast.AttrRef):
+        return expr.attr if expr.var == NO_VAR else f"{expr.var}.{expr.attr}"
+    if isinstance(expr, ast.BinOp):
+        right = bound_text(expr.right)
+        if isinstance(expr.right, ast.BinOp):
+            right = f"({right})"
+        return f"{bound_text(expr.left)} {expr.op} {right}"
+    if isinstance(expr, ast.Negate):
+        return f"-{bound_text(expr.operand)}"
+    if isinstance(expr, ast.Call):
+        return f"{expr.name}({', '.join(bound_text(a) for a in expr.args)})"
+    return ast.to_text(expr)
+
+
+_text = bound_text
