@@ -303,3 +303,46 @@ def test_a_column_of_numbers_with_a_bad_cell(spark, tmp_path, where):
         assert list(rejected["v"]) == ["unknown"]
     # a query that does not read v keeps the row
     assert len(run_local(read_pandas(str(path)), "PATTERN SEQ(C c) WITHIN 5").rejected) == 0
+
+
+def _tasks_per_stage(spark, group: str) -> list[int]:
+    """The number of tasks of each stage the jobs of a job group ran (Spark's status)."""
+    tracker = spark.sparkContext.statusTracker()
+    counts = []
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else []:
+            stage_info = tracker.getStageInfo(stage)
+            if stage_info is not None and stage_info.numCompletedTasks:
+                counts.append(stage_info.numTasks)
+    return counts
+
+
+def test_every_core_matches(spark, tmp_path):
+    """Issue 16 §2: the matching stage of a keyed query has a task per core at least,
+    also when the input is one small file (one split) and the output one file."""
+    pdf = events(600, seed=11).assign(k=lambda f: np.arange(len(f)) % 16)
+    path = tmp_path / "events.csv"
+    pdf.to_csv(path, index=False)
+    query = QUERIES[1]
+    source = read_spark(spark, str(path))
+    assert source.df.rdd.getNumPartitions() == 1
+    result = run(source.df, query, **source.options())
+    cores = spark.sparkContext.defaultParallelism
+    assert cores >= 2 and result.partitions >= cores
+    sc = spark.sparkContext
+    sc.setJobGroup("issue16-every-core", "matching and writing")
+    try:
+        n = write_spark(result.unordered, str(tmp_path / "out.jsonl"), order=result.order)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    # Stages: the read (one split), the matching, the single output file. Only the
+    # matching stage can run more than one task.
+    tasks = _tasks_per_stage(spark, "issue16-every-core")
+    assert max(tasks) >= cores, tasks
+    from sparkcep.files import read_pandas
+
+    local = run_local(read_pandas(str(path)), query).matches
+    got = read_pandas(str(tmp_path / "out.jsonl"))
+    assert n == len(local) > 0
+    assert rows_of(got, list(local.columns)) == rows_of(local, list(local.columns))

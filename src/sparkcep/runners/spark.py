@@ -99,7 +99,7 @@ def execute(
     checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
     checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
     if partitions is None:
-        partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        partitions = matching_partitions(df.sparkSession)
     outs, texts, parts = [], [], 0
     tied = df.sparkSession.sparkContext.accumulator(0)
     for program in programs:
@@ -116,6 +116,14 @@ def execute(
         plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
+
+
+def matching_partitions(spark) -> int:
+    """Spark partitions of the matching stage: at least one per core (Spark's default
+    parallelism), more when `spark.sql.shuffle.partitions` asks for more. The shuffle by
+    key names its number of partitions, so adaptive execution keeps them all."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return max(shuffle, spark.sparkContext.defaultParallelism)
 
 
 def _apply_row_checks(checked: Checked, checks) -> Checked:

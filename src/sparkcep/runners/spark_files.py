@@ -78,7 +78,10 @@ def _csv_header(path: str, sep: str) -> list[str]:
 def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:
     """Write one file at `path` (Spark writes a folder of parts; we keep the one part),
     its rows sorted by `order` (in the one partition: no range shuffle). Returns the
-    number of rows written, read off the file (no second Spark job)."""
+    number of rows written, read off the file (no second Spark job).
+
+    The rows meet in one partition through a shuffle, not `coalesce(1)`: a coalesce
+    would pull the stage that computes them (the matching) into a single task."""
     fmt = output_format(path)
     if fmt == "csv":
         for field in df.schema.fields:
@@ -88,7 +91,7 @@ def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | N
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".sparkcep-", dir=str(target.parent))
     try:
-        single = df.coalesce(1)
+        single = df.repartition(1)
         if order:
             single = single.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])
         if limit is not None:
