@@ -136,6 +136,30 @@ def test_run_through_spark_in_a_fresh_process(tmp_path):
     assert "Spark (local[2])" in done.stdout
 
 
+@pytest.mark.parametrize("spark", [False, True])
+def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
+    """Issue 16 §5: `--count` counts the rows without writing them; rejected rows are
+    written only where --rejected says."""
+    where = ["--master", "local[2]"] if spark else ["--local"]
+    args = ["run", EXAMPLE / "query.cep", "-i", EXAMPLE / "events.csv", "--count", *where]
+    done = sparkcep(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    expected = len(read_jsonl(EXAMPLE / "expected.jsonl"))
+    line = next(row for row in done.stdout.splitlines() if row.startswith("matches"))
+    assert line.split()[1:] == [str(expected), "(counted,", "not", "written)"]
+    line = next(row for row in done.stdout.splitlines() if row.startswith("rejected"))
+    assert line.split()[1:] == ["2"]  # counted, not written: no "-> path"
+    assert list(tmp_path.iterdir()) == []  # no matches file, no rejected file
+    rejected = tmp_path / "bad" / "rejected.jsonl"
+    done = sparkcep(*args, "--rejected", rejected, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["reason"] for r in read_jsonl(rejected)) == [
+        "ts is missing",
+        "type is missing",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["bad"]
+
+
 def test_run_several_agg_queries_together(tmp_path):
     query = tmp_path / "q.cep"
     query.write_text(

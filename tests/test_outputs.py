@@ -65,3 +65,29 @@ def test_spark_outputs_round_trip_floats(spark, tmp_path, fmt):
         with open(path) as f:
             first = json.loads(f.readline())
         assert first["when"] == "2026-01-02T03:04:05.123456Z"
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_json_lines_file_is_one_object_per_row_with_text_beyond_ascii(tmp_path, gz):
+    """write_pandas writes Arrow's joined lines as bytes (issue 16 §5): each line must
+    still be the row's own object, also where text is more than one byte a character."""
+    import gzip
+
+    frame = pd.DataFrame(
+        {
+            "name": ["é", None, "naïve ☃", 'q"uote'],
+            "n": pd.array([1, None, -3, 2**40], dtype="Int64"),
+            "ok": [True, False, True, False],
+            "ids": [[1], [2, 3], [], [4]],
+        }
+    )
+    path = tmp_path / ("m.jsonl.gz" if gz else "m.jsonl")
+    write_pandas(frame.iloc[1:], str(path))  # a slice: its index starts at 1
+    raw = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()
+    assert raw.endswith(b"\n")
+    rows = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    assert rows == [
+        {"name": None, "n": None, "ok": False, "ids": [2, 3]},
+        {"name": "naïve ☃", "n": -3, "ok": True, "ids": []},
+        {"name": 'q"uote', "n": 2**40, "ok": False, "ids": [4]},
+    ]

@@ -174,6 +174,14 @@ def run(
     max_matches: Annotated[
         int | None, typer.Option("--max-matches", help="Stop after this many matches.", min=1)
     ] = None,
+    count: Annotated[
+        bool,
+        typer.Option(
+            "--count",
+            help="Count the rows without writing them (no output file; rejected rows only "
+            "with --rejected).",
+        ),
+    ] = False,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
@@ -194,8 +202,12 @@ def run(
 
     started = time.time()
     text = _pick(_query_text(query), name)
-    output_format(output)
-    rejected_path = rejected or default_rejected_path(output)
+    if count:
+        output = None  # nothing is written but what --rejected names
+        rejected_path = rejected
+    else:
+        output_format(output)
+        rejected_path = rejected or default_rejected_path(output)
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
@@ -226,8 +238,9 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
     engine_start = time.time()
     result = execute_local(frame, text, options)
     engine_seconds = time.time() - engine_start
-    status.update("writing " + output)
-    write_pandas(result.matches, output)
+    if output is not None:
+        status.update("writing " + output)
+        write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
     keys = _keys_local(result)
     return Summary(
@@ -254,6 +267,8 @@ def _keys_local(result) -> int:
 def _write_rejected_pandas(frame, path):
     from sparkcep.files import write_pandas
 
+    if path is None:  # --count without --rejected
+        return
     if len(frame):
         write_pandas(frame, path)
     elif os.path.exists(path):
@@ -273,8 +288,14 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         warnings.simplefilter("always")
         result = execute(source.df, text, options, partitions=partitions, **source.options())
     status.update(f"matching {result.checked.events_read:,} events ({result.layout})")
-    n_rows = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
-    if result.checked.rejected_count:
+    if output is None:  # --count
+        rows = result.unordered
+        n_rows = (rows if result.max_matches is None else rows.limit(result.max_matches)).count()
+    else:
+        n_rows = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
+    if rejected_path is None:
+        pass
+    elif result.checked.rejected_count:
         status.update("writing rejected rows to " + rejected_path)
         write_spark(result.rejected, rejected_path)
     elif os.path.exists(rejected_path):
@@ -297,9 +318,12 @@ def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
     table.add_column()
     table.add_row("mode", s.mode)
     table.add_row("events read", f"{s.events:,}")
-    table.add_row("rejected", f"{s.rejected:,}" + (f"  -> {rejected_path}" if s.rejected else ""))
+    written = s.rejected and rejected_path is not None
+    table.add_row("rejected", f"{s.rejected:,}" + (f"  -> {rejected_path}" if written else ""))
     table.add_row("partitions", s.partitions)
-    table.add_row(s.label, f"{s.rows:,}  -> {output}")
+    table.add_row(
+        s.label, f"{s.rows:,}  " + (f"-> {output}" if output else "(counted, not written)")
+    )
     table.add_row("seconds", f"{s.seconds:.2f}")
     rate = s.events / max(s.seconds, 1e-9)
     table.add_row("events/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}")

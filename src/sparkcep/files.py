@@ -12,7 +12,7 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.inputs import NULL_TOKENS
-from sparkcep.jsonlines import json_lines
+from sparkcep.jsonlines import json_bytes
 
 FORMATS = {
     ".csv": "csv",
@@ -105,12 +105,12 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     compression = "gzip" if path.endswith(".gz") else None
     if fmt == "json":
-        text = "".join(line + "\n" for line in json_lines(frame))
+        data = json_bytes(frame)
         if compression:
-            with gzip.open(path, "wt", encoding="utf-8") as f:
-                f.write(text)
+            with gzip.open(path, "wb") as f:
+                f.write(data)
         else:
-            Path(path).write_text(text, encoding="utf-8")
+            Path(path).write_bytes(data)
     elif fmt == "csv":
         out = frame.copy()
         for col in out.columns:

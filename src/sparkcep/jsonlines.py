@@ -30,13 +30,28 @@ def json_lines(frame: pd.DataFrame) -> list[str]:
     """One JSON object per row, keys in column order."""
     if not len(frame):
         return []
-    pieces = []
+    return [line[:-1] for line in _joined(frame, "}\n").to_pylist()]
+
+
+def json_bytes(frame: pd.DataFrame) -> bytes:
+    """The JSON lines of a frame as one UTF-8 text, each line ended by a newline: Arrow's
+    joined lines lie end to end in one buffer, so no Python string is made per row."""
+    if not len(frame):
+        return b""
+    lines = _joined(frame, "}\n")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
+    return memoryview(lines.buffers()[2])[start:end].tobytes()
+
+
+def _joined(frame: pd.DataFrame, tail: str) -> pa.Array:
+    """Each row's JSON object followed by `tail`, as an Arrow string array."""
+    pieces: list = []
     for i, name in enumerate(frame.columns):
         head = ("{" if i == 0 else ",") + json.dumps(str(name)) + ":"
-        pieces.append(pa.array([head] * len(frame), pa.string()))
-        pieces.append(_encode(frame[name]))
-    lines = pc.binary_join_element_wise(*pieces, "")
-    return [line + "}" for line in lines.to_pylist()]
+        pieces += [pa.scalar(head, pa.string()), _encode(frame[name])]
+    pieces.append(pa.scalar(tail, pa.string()))
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def _encode(col: pd.Series) -> pa.Array:
