@@ -160,6 +160,21 @@ def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
     assert [p.name for p in tmp_path.iterdir()] == ["bad"]
 
 
+def test_local_run_does_not_import_pyspark(tmp_path):
+    """Issue 16 §5: `run --local` starts without Spark's Python package (its import is a
+    good part of a short run's time)."""
+    env = dict(os.environ, COLUMNS="200")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "sparkcep.cli", "run", EXAMPLE / "query.cep",
+         "-i", EXAMPLE / "events.csv", "--count", "--local"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
+    assert "sparkcep.runners.local" in imported
+    assert not [name for name in imported if name.split(".")[0] in ("pyspark", "py4j")]
+
+
 def test_run_several_agg_queries_together(tmp_path):
     query = tmp_path / "q.cep"
     query.write_text(
