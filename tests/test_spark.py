@@ -140,13 +140,35 @@ def test_types_are_inferred_from_text_columns(spark, tmp_path):
         "B,2,-6,2,false,2026-01-02 10:00:00,7\n"
     )
     source = read_spark(spark, str(path))
-    result = run(
-        source.df, "PATTERN SEQ(A a, B b) WHERE a.n > b.n AND a.flag WITHIN 5", **source.options()
+    query = (
+        "PATTERN SEQ(A a, B b) WHERE a.n > b.n AND a.flag AND a.x < b.x AND a.`when` < b.`when` "
+        "AND a.name != b.name WITHIN 5"
     )
+    result = run(source.df, query, **source.options())
     schema = {f.name: f.dataType.simpleString() for f in result.checked.valid.schema.fields}
     assert schema["n"] == "bigint" and schema["x"] == "double" and schema["flag"] == "boolean"
     assert schema["when"] == "timestamp" and schema["name"] == "string"
     assert len(result.matches.toPandas()) == 1
+
+
+def test_only_the_columns_a_query_names_are_typed(spark, tmp_path):
+    """Issue 16 §1: the checking pass infers types only for the columns the queries can
+    read; the others stay text as read (also in the rejected rows)."""
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "type,ts,v,w\n"
+        + "".join(f"A,{t},{t},{t}.50\n" for t in range(1, 11))
+        + "B,11,unknown,11.50\nB,12,12,12.50\n"
+    )
+    source = read_spark(spark, str(path))
+    result = run(source.df, "PATTERN SEQ(A a, B b) WHERE a.v < b.v WITHIN 5", **source.options())
+    schema = {f.name: f.dataType.simpleString() for f in result.checked.valid.schema.fields}
+    assert schema["v"] == "bigint" and schema["w"] == "string"
+    rejected = result.rejected.toPandas()
+    assert list(rejected["reason"]) == ["v: 'unknown' is not a number"]
+    assert list(rejected["w"]) == ["11.50"]  # as read (typed, it would be 11.5)
+    # WITHIN 5: end - start < 5, so the A events at 8, 9, 10 (ids 7-9) with B at 12 (id 11)
+    assert rows_of(result.matches.toPandas(), ["a", "b"]) == [(7, 11), (8, 11), (9, 11)]
 
 
 AGG_QUERIES = [

@@ -14,9 +14,10 @@ events anchor, so no row is lost or reported twice.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -91,6 +92,7 @@ def execute(
     checked = check_rows(
         df, time_col=options.time_col, type_col=type_column(df.columns, queries, options),
         id_col=options.id_col, split_cols=split_cols, infer_types=infer_types,
+        read=named_columns(queries, df.columns, options) if infer_types else None,
     )  # fmt: skip
     schema = schema_of(checked.valid, ignore=(TICKS, ROW, *checked.coerced.values()))
     schema[options.time_col] = checked.time_kind
@@ -116,6 +118,26 @@ def execute(
         plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
+
+
+WORD = re.compile(r"`([^`]+)`|(\w+)")
+
+
+def named_columns(queries, columns: list[str], options: Options) -> set[str] | None:
+    """The input columns the queries can read: those whose name occurs as a word (or a
+    `quoted` name) in their text, and those the options name; None (all) when a query
+    is not given as text. Only these get their type inferred from text: a query cannot
+    read a column without naming it."""
+    texts = [queries] if isinstance(queries, str) else list(queries)
+    if not all(isinstance(t, str) for t in texts):
+        return None
+    words = {a or b for t in texts for a, b in WORD.findall(t)}
+    for option in fields(options):  # id_col, tiebreak, time_end_col, prob_col, ...
+        value = getattr(options, option.name)
+        if isinstance(value, str) and (option.name.endswith("_col") or option.name == "tiebreak"):
+            words.add(value)
+    folded = {w.casefold() for w in words}
+    return {c for c in columns if c in words or c.casefold() in folded}
 
 
 def matching_partitions(spark) -> int:

@@ -75,6 +75,7 @@ def check_rows(
     id_col: str | None,
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
+    read: set[str] | None = None,
 ) -> Checked:
     """Split rows into valid and rejected, number them when there is no id column, and
     gather counts and the time range, in one pass over the data.
@@ -83,7 +84,9 @@ def check_rows(
     follow the input order; by default, Spark's partitions of `df` in order.
     `infer_types` (text input) reads the null tokens of `inputs.NULL_TOKENS` as nulls and
     gives each text column the narrowest type that at least `inputs.NUMERIC_SHARE` of its
-    values have (integer, double, boolean, timestamp, else text), in the same pass.
+    values have (integer, double, boolean, timestamp, else text), in the same pass;
+    `read` (the columns the queries may read) limits that to those columns, the others
+    stay text as read.
     """
     columns = df.columns
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
@@ -102,12 +105,19 @@ def check_rows(
     for name, col in zip(split_names, split_cols):
         staged = staged.withColumn(name, col)
     inferred = _text_columns(df, (time_col, type_col, CORRUPT)) if infer_types else []
+    if read is not None:
+        inferred = [c for c in inferred if c in read]
+    # Each row's facts are computed once, in one projection; the aggregates only add
+    # them up (an aggregate of the expressions themselves evaluates each several times).
+    probe = [*split_names, *reasons.probe(), *([MID] if id_col is None else [])]
     aggs = reasons.aggregates()
     if id_col is None:
         aggs.append(F.min(MID).alias("base"))
     for i, name in enumerate(inferred):
-        aggs += [F.count(c).alias(f"c{i}_{kind}") for kind, c in _casts(name).items()]
-    stats = staged.groupBy(*split_names).agg(*aggs).collect()
+        for kind, c in _casts(name).items():
+            probe.append(c.alias(f"c{i}_{kind}"))
+            aggs.append(F.count(f"c{i}_{kind}").alias(f"c{i}_{kind}"))
+    stats = staged.select(*probe).groupBy(*split_names).agg(*aggs).collect()
     stats = sorted(stats, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
     events_read = sum(r["n"] for r in stats)
     if events_read == 0:
@@ -172,16 +182,28 @@ class _Reasons:
     def ticks(self, kind: str) -> Column:
         return _ticks(kind, self.candidates[kind])
 
+    def probe(self) -> list[Column]:
+        """Per row: rejected whatever the time's reading (`__other`), the type as text,
+        and the time in ticks for each reading (null where it does not read)."""
+        other = self.corrupt | self.raw.isNull() | self.far | self.type_missing
+        cols = [other.alias("__other")]
+        if self.type_col is not None:
+            cols.append(F.col(f"`{self.type_col}`").cast("string").alias("__type"))
+        return cols + [self.ticks(kind).alias(f"__tick_{kind}") for kind in self.candidates]
+
     def aggregates(self) -> list[Column]:
+        """Counts, types and time range per split, over the columns of `probe`: a row is
+        bad for a reading when `reason` gives it a reason (`__other`, or no ticks)."""
         aggs = [F.count(F.lit(1)).alias("n")]
         if self.type_col is not None:  # which types occur (a query may name one that doesn't)
-            aggs.append(F.collect_set(F.col(f"`{self.type_col}`").cast("string")).alias("types"))
+            aggs.append(F.collect_set("__type").alias("types"))
+        other = F.col("__other")
         for kind in self.candidates:
-            bad = self.reason(kind).isNotNull()
+            ticks = F.col(f"__tick_{kind}")
             aggs += [
-                F.sum(F.when(bad, 1).otherwise(0)).alias(f"bad_{kind}"),
-                F.min(F.when(~bad, self.ticks(kind))).alias(f"tmin_{kind}"),
-                F.max(F.when(~bad, self.ticks(kind))).alias(f"tmax_{kind}"),
+                F.sum(F.when(other | ticks.isNull(), 1).otherwise(0)).alias(f"bad_{kind}"),
+                F.min(F.when(~other, ticks)).alias(f"tmin_{kind}"),
+                F.max(F.when(~other, ticks)).alias(f"tmax_{kind}"),
             ]
         return aggs
 
