@@ -1,0 +1,245 @@
+"""Issue 16: the Spark path against Spark's own floor, and the local path, in one run.
+
+Whole processes, timed side by side (interleaved rounds, medians), so each ratio compares
+figures measured under the same load:
+
+- G2 (1M events, 100 keys, `SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH
+  WITHIN 5 s`), CSV and Parquet: `sparkcep run` against two floors, a JVM-only job (read
+  + groupBy(k).count() + write) and a plain Python job (read + groupBy(k).applyInPandas
+  of a light function + write); the floors read the CSV with its schema given (no type
+  inference), which no tool reading unknown files can do.
+- G1 W=101 (495,423 matches): `sparkcep run --local` counting (`--count`) and writing
+  JSON lines and Parquet; the Java SASE process (0.41 s, the issue's figure on this
+  machine) is the reference.
+
+Writes benchmarks/results/spark_floor.md. Nothing here is asserted by the tests.
+
+    python -m benchmarks.spark_floor [--quick] [--baseline-src DIR] [--no-spark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.generators import g1, g2
+
+RESULTS = Path(__file__).parent / "results"
+G2_QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5 s"
+G1_QUERY = "PATTERN SEQ(A a, B b, C c) WITHIN 101"
+SASE_G1_W101_SECONDS = 0.41  # the Java SASE process, counting its matches (issue 16)
+G2_SCHEMA = "type string, k long, v double, ts long"
+
+
+# ---- the floors, each run as its own process (`--job`) -------------------------------
+
+
+def floor_job(job: str, source: str, output: str) -> None:
+    from sparkcep.runners.spark_session import spark_session
+
+    spark = spark_session(None)
+    if source.endswith(".csv"):
+        df = spark.read.option("header", True).schema(G2_SCHEMA).csv(source)
+    else:
+        df = spark.read.parquet(source)
+    if job == "jvm":
+        rows = df.groupBy("k").count()
+    else:
+
+        def light(frame):  # one row per key: the key and its number of events
+            import pandas as pd
+
+            return pd.DataFrame({"k": [frame["k"].iloc[0]], "n": [len(frame)]})
+
+        rows = df.groupBy("k").applyInPandas(light, schema="k long, n long")
+    rows.write.mode("overwrite").json(output)
+    spark.stop()
+
+
+# ---- timing whole processes ----------------------------------------------------------
+
+
+def _env(src: str | None = None) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode cached
+    if src is not None:
+        env["PYTHONPATH"] = src
+    return env
+
+
+def timed(args: list[str], env: dict) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the process and the processes it
+    waited for) of one process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{args}: {done.stderr[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, cpu
+
+
+def interleaved(jobs: dict[str, tuple[list[str], dict]], repeat: int) -> dict[str, tuple]:
+    """Median (wall, CPU) seconds of each job, the jobs taking turns in each round."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in jobs}
+    for args, env in jobs.values():  # warm-up: caches, bytecode, the JVM archive
+        timed(args, env)
+    for _ in range(repeat):
+        for name, (args, env) in jobs.items():
+            times[name].append(timed(args, env))
+    return {
+        name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
+        for name, t in times.items()
+    }
+
+
+def spark_jobs(tmp: Path, baseline_src: str | None) -> dict[str, tuple[list[str], dict]]:
+    frame = g2()
+    csv, parquet = tmp / "g2.csv", tmp / "g2.parquet"
+    frame.to_csv(csv, index=False)
+    frame.to_parquet(parquet, index=False)
+    query = tmp / "g2.cep"
+    query.write_text(G2_QUERY)
+    here = str(Path(__file__).parent.parent)
+    src = os.environ.get("PYTHONPATH")
+    jobs = {}
+    for source in (csv, parquet):
+        fmt = source.suffix[1:].upper()
+        for job in ("jvm", "python"):
+            args = ["-m", "benchmarks.spark_floor", "--job", job, "--input", str(source)]
+            args += ["--output", str(tmp / f"floor-{job}")]
+            jobs[f"{job} floor {fmt}"] = (args, {**_env(src), "PYTHONPATH": _path(here, src)})
+        run = ["-m", "sparkcep.cli", "run", str(query), "-i", str(source), "--time-unit", "ms"]
+        jobs[f"sparkcep {fmt}"] = ([*run, "-o", str(tmp / "g2.jsonl")], _env(src))
+        if baseline_src:
+            jobs[f"baseline {fmt}"] = ([*run, "-o", str(tmp / "g2b.jsonl")], _env(baseline_src))
+    return jobs
+
+
+def _path(*parts: str | None) -> str:
+    return os.pathsep.join(p for p in parts if p)
+
+
+def local_jobs(tmp: Path) -> dict[str, tuple[list[str], dict]]:
+    csv = tmp / "g1.csv"
+    g1().to_csv(csv, index=False)
+    query = tmp / "g1.cep"
+    query.write_text(G1_QUERY)
+    env = _env(os.environ.get("PYTHONPATH"))
+    run = ["-m", "sparkcep.cli", "run", str(query), "-i", str(csv), "--local"]
+    return {
+        "python start": (["-c", "pass"], env),
+        "imports of run --local": (
+            ["-c", "import sparkcep.cli, sparkcep.runners.local, sparkcep.files"],
+            env,
+        ),
+        "count": ([*run, "--count"], env),
+        "write JSON lines": ([*run, "-o", str(tmp / "g1.jsonl")], env),
+        "write Parquet": ([*run, "-o", str(tmp / "g1.parquet")], env),
+    }
+
+
+# ---- the table -----------------------------------------------------------------------
+
+
+def spark_rows(t: dict[str, tuple]) -> list[tuple]:
+    """(measure, target, ours, floor, ratio kind) for the Spark path."""
+    rows = []
+    for fmt in ("CSV", "PARQUET"):
+        ours = t[f"sparkcep {fmt}"]
+        target = "≤ 1.1" if fmt == "CSV" else "≤ 0.9"
+        rows.append((f"G2 {fmt}: sparkcep run / JVM-only job", target, ours, t[f"jvm floor {fmt}"]))
+        py = t[f"python floor {fmt}"]
+        rows.append((f"G2 {fmt}: sparkcep run / plain Python job", "≤ 0.8", ours, py))
+        if f"baseline {fmt}" in t:
+            rows.append((f"G2 {fmt}: sparkcep run / before", "< 1", ours, t[f"baseline {fmt}"]))
+    return [(name, target, ours, floor, "ratio") for name, target, ours, floor in rows]
+
+
+def local_rows(t: dict[str, tuple]) -> list[tuple]:
+    """(measure, target, ours, floor, kind) for the local path."""
+    sase = (SASE_G1_W101_SECONDS, SASE_G1_W101_SECONDS)  # its wall time, as the CPU figure too
+    return [
+        ("G1 W=101 run --local --count / Java SASE (issue figure)", "≤ 1.2", t["count"], sase,
+         "ratio"),
+        ("G1 W=101: writing JSON lines, seconds over --count", "≤ 0.15", t["write JSON lines"],
+         t["count"], "difference"),
+        ("G1 W=101: writing Parquet, seconds over --count", "< JSON", t["write Parquet"],
+         t["count"], "difference"),
+        ("imports of run --local, seconds over `python -c pass`", "", t["imports of run --local"],
+         t["python start"], "difference"),
+    ]  # fmt: skip
+
+
+def _figure(ours, floor, kind, i: int) -> str:
+    if floor[i] is None or ours[i] is None:
+        return ""
+    return f"{ours[i] / floor[i]:.2f}" if kind == "ratio" else f"{ours[i] - floor[i]:+.2f}"
+
+
+def write(spark: dict | None, local: dict, load: tuple) -> str:
+    lines = [
+        "# Issue 16: the Spark path at Spark's floor, the local path",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
+        f"{platform.python_version()}; load average {load[0]:.1f} before, {load[1]:.1f} after"
+        " (other jobs share the machine: compare the figures measured in the same rounds,"
+        " not the seconds across runs). Whole processes, medians of interleaved rounds; CPU"
+        " = user + system seconds of the process and the processes it waited for (a Spark"
+        " job's JVM is not waited for: its CPU figures are the Python side's only).",
+        "",
+        "| measure | target | wall | CPU | seconds (wall, CPU) | floor or peer (wall, CPU) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    rows = (spark_rows(spark) if spark else []) + local_rows(local)
+    for name, target, ours, floor, kind in rows:
+        cpu_floor = "" if floor[1] is None else f"{floor[1]:.2f}"
+        lines.append(
+            f"| {name} | {target} | {_figure(ours, floor, kind, 0)} | "
+            f"{_figure(ours, floor, kind, 1)} | {ours[0]:.2f}, {ours[1]:.2f} | "
+            f"{floor[0]:.2f}, {cpu_floor} |"
+        )
+    lines += ["", "| job | wall s | CPU s |", "|---|---:|---:|"]
+    for name, (wall, cpu) in {**(spark or {}), **local}.items():
+        lines.append(f"| {name} | {wall:.2f} | {cpu:.2f} |")
+    lines.append("")
+    text = "\n".join(lines)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "spark_floor.md").write_text(text)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument("--no-spark", action="store_true", help="the local path only")
+    parser.add_argument("--baseline-src", help="also time `sparkcep run` from this src folder")
+    parser.add_argument("--job", choices=["jvm", "python"], help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.job:
+        floor_job(args.job, args.input, args.output)
+        return
+    repeat = 1 if args.quick else 3
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        local = interleaved(local_jobs(Path(tmp)), repeat=2 * repeat + 1)
+        spark = None
+        if not args.no_spark:
+            spark = interleaved(spark_jobs(Path(tmp), args.baseline_src), repeat=repeat)
+    print(write(spark, local, (load_before, os.getloadavg()[0])))
+
+
+if __name__ == "__main__":
+    main()
