@@ -160,6 +160,52 @@ def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
     assert [p.name for p in tmp_path.iterdir()] == ["bad"]
 
 
+def _in_a_terminal(args: list, cwd: Path) -> tuple[int, str]:
+    """Run the command with a pseudo-terminal as its stdin, stdout and stderr; its exit
+    code and everything it wrote."""
+    import pty
+
+    env = dict(os.environ, COLUMNS="300", TERM="xterm")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, *map(str, args)], env)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.spark
+def test_spark_progress_shows_in_a_terminal_only(tmp_path):
+    """Issue 16 §8: in a terminal, a run that lasts more than 2 s shows Spark's stage and
+    tasks done; with stderr captured (not a terminal), nothing of it is written."""
+    import numpy as np
+    import pandas as pd
+
+    n = 400_000
+    rng = np.random.default_rng(1)
+    pd.DataFrame(
+        {"type": rng.choice(list("ABC"), n), "k": rng.integers(0, 50, n), "ts": np.arange(n)}
+    ).to_csv(tmp_path / "events.csv", index=False)
+    args = ["-m", "sparkcep.cli", "run", "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 3",
+            "-i", "events.csv", "--count", "--master", "local[2]"]  # fmt: skip
+    code, shown = _in_a_terminal(args, tmp_path)
+    assert code == 0, shown
+    assert "Spark stage" in shown and "tasks" in shown
+    done = sparkcep(*args[2:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Spark stage" not in done.stderr + done.stdout
+
+
 def test_local_run_does_not_import_pyspark(tmp_path):
     """Issue 16 §5: `run --local` starts without Spark's Python package (its import is a
     good part of a short run's time)."""

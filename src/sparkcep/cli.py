@@ -282,24 +282,21 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
     master, partitions = spark_opts
     status.update("starting Spark")
     spark = spark_session(master)
-    status.update("reading " + input)
-    source = read_spark(spark, input, **reading)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = execute(source.df, text, options, partitions=partitions, **source.options())
-    status.update(f"matching {result.checked.events_read:,} events ({result.layout})")
-    if output is None:  # --count
-        rows = result.unordered
-        n_rows = (rows if result.max_matches is None else rows.limit(result.max_matches)).count()
-    else:
-        n_rows = write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
-    if rejected_path is None:
-        pass
-    elif result.checked.rejected_count:
-        status.update("writing rejected rows to " + rejected_path)
-        write_spark(result.rejected, rejected_path)
-    elif os.path.exists(rejected_path):
-        os.remove(rejected_path)
+    with _progress(spark, status) as progress:
+        progress.step("reading " + input)
+        source = read_spark(spark, input, **reading)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = execute(source.df, text, options, partitions=partitions, **source.options())
+        progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
+        n_rows = _spark_rows(result, output)
+        if rejected_path is None:
+            pass
+        elif result.checked.rejected_count:
+            progress.step("writing rejected rows to " + rejected_path)
+            write_spark(result.rejected, rejected_path)
+        elif os.path.exists(rejected_path):
+            os.remove(rejected_path)
     return Summary(
         mode=f"Spark ({spark.sparkContext.master})",
         events=result.checked.events_read,
@@ -310,6 +307,42 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         warnings=result.warnings() + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
     )
+
+
+def _spark_rows(result, output) -> int:
+    """Write the rows (or only count them: --count); their number."""
+    from sparkcep.runners.spark_files import write_spark
+
+    if output is None:
+        rows = result.unordered
+        return (rows if result.max_matches is None else rows.limit(result.max_matches)).count()
+    return write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
+
+
+class _Steps:
+    """Progress steps shown on the status line only (stderr is not a terminal)."""
+
+    def __init__(self, status):
+        self.status = status
+
+    def step(self, text: str) -> None:
+        self.status.update(text)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _progress(spark, status):
+    """Spark's progress (stage, tasks done) on the status line when stderr is a
+    terminal and the run lasts more than 2 s; otherwise the steps only."""
+    if not err.is_terminal:
+        return _Steps(status)
+    from sparkcep.runners.spark_session import SparkProgress
+
+    return SparkProgress(spark, status.update)
 
 
 def _print_summary(s: Summary, output, rejected_path, explicit_rejected):

@@ -46,3 +46,58 @@ def _log4j_config() -> str:
     from importlib.resources import files
 
     return Path(str(files("sparkcep").joinpath("log4j2.properties"))).as_uri()
+
+
+class SparkProgress:
+    """A progress line fed by Spark's status tracker: the stage running and its tasks
+    done, shown through `show(text)` once the run has lasted `after` seconds.
+
+    Use as a context manager around the Spark jobs; `step(text)` sets what the run is
+    doing (the line's start). Polls from a daemon thread every `every` seconds.
+    """
+
+    def __init__(self, spark, show, *, after: float = 2.0, every: float = 0.5):
+        import threading
+
+        self.tracker = spark.sparkContext.statusTracker()
+        self.show = show
+        self.after, self.every = after, every
+        self.text = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="sparkcep-progress", daemon=True)
+
+    def step(self, text: str) -> None:
+        self.text = text
+        self.show(text)
+
+    def line(self) -> str | None:
+        """The progress line now: the step, then the active stage and its tasks."""
+        stages = [self.tracker.getStageInfo(i) for i in self.tracker.getActiveStageIds()]
+        stages = [s for s in stages if s is not None]
+        if not stages:
+            return None
+        stage = max(stages, key=lambda s: s.stageId)
+        done, total = stage.numCompletedTasks, stage.numTasks
+        return f"{self.text} · Spark stage {stage.stageId}: {done}/{total} tasks"
+
+    def _poll(self) -> None:
+        import time
+
+        start = time.monotonic()
+        while not self._stop.wait(self.every):
+            if time.monotonic() - start < self.after:
+                continue
+            try:
+                text = self.line()
+            except Exception:  # the session is stopping: no more progress to show
+                return
+            if text is not None:
+                self.show(text)
+
+    def __enter__(self) -> SparkProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * self.every)
