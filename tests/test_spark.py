@@ -169,6 +169,10 @@ def test_only_the_columns_a_query_names_are_typed(spark, tmp_path):
     assert list(rejected["w"]) == ["11.50"]  # as read (typed, it would be 11.5)
     # WITHIN 5: end - start < 5, so the A events at 8, 9, 10 (ids 7-9) with B at 12 (id 11)
     assert rows_of(result.matches.toPandas(), ["a", "b"]) == [(7, 11), (8, 11), (9, 11)]
+    # a `*` may stand for every column (SELECT *, A.*): then every column is typed
+    query = "PATTERN SEQ(A a, B b) WHERE a.v * 2 < b.v WITHIN 5"
+    result = run(source.df, query, **source.options())
+    assert result.checked.valid.schema["w"].dataType.simpleString() == "double"
 
 
 AGG_QUERIES = [
