@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -76,17 +75,49 @@ def _env(src: str | None = None) -> dict:
 
 
 def timed(args: list[str], env: dict) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system, the process and the processes it
-    waited for) of one process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Wall seconds and CPU seconds (user + system) of one process and every process it
+    starts, the JVM too (sampled from /proc while they run: a process's last moments
+    before exiting may be missed)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+    )  # fmt: skip
+    seen: dict[int, float] = {}
+    while child.poll() is None:
+        seen.update(_tree_cpu(child.pid))
+        time.sleep(0.1)
+    _, stderr = child.communicate()
     seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise RuntimeError(f"{args}: {done.stderr[-2000:]}")
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return seconds, cpu
+    if child.returncode != 0:
+        raise RuntimeError(f"{args}: {stderr[-2000:]}")
+    return seconds, sum(seen.values())
+
+
+def _tree_cpu(root: int) -> dict[int, float]:
+    """CPU seconds so far of `root` and its descendants, by process id."""
+    parents, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    tree = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    return {pid: cpu[pid] for pid in tree if pid in cpu}
 
 
 def interleaved(jobs: dict[str, tuple[list[str], dict]], repeat: int) -> dict[str, tuple]:
@@ -195,8 +226,8 @@ def write(spark: dict | None, local: dict, load: tuple) -> str:
         f"{platform.python_version()}; load average {load[0]:.1f} before, {load[1]:.1f} after"
         " (other jobs share the machine: compare the figures measured in the same rounds,"
         " not the seconds across runs). Whole processes, medians of interleaved rounds; CPU"
-        " = user + system seconds of the process and the processes it waited for (a Spark"
-        " job's JVM is not waited for: its CPU figures are the Python side's only).",
+        " = user + system seconds of the process and every process it started (the JVM,"
+        " Python workers), sampled from /proc every 0.1 s.",
         "",
         "| measure | target | wall | CPU | seconds (wall, CPU) | floor or peer (wall, CPU) |",
         "|---|---|---:|---:|---:|---:|",
