@@ -13,6 +13,7 @@ import pytest
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mr_strategies import mr_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
 
@@ -25,7 +26,12 @@ from sparkcep.plan import Options
 _load_engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
-QUERY_STRATEGIES = {"nfa": queries, "aseq": agg_queries, "twostep": agg_queries}
+QUERY_STRATEGIES = {
+    "nfa": queries,
+    "aseq": agg_queries,
+    "twostep": agg_queries,
+    "match_recognize": lambda: mr_queries(allow_runtime_errors=False),
+}
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
@@ -50,7 +56,7 @@ def test_engine_passes_the_suite_on_random_queries(name, data):
 
 
 def test_every_engine_is_registered_once_by_name():
-    assert set(ENGINES) >= {"nfa", "aseq", "twostep"}
+    assert set(ENGINES) >= {"nfa", "aseq", "twostep", "match_recognize"}
     assert all(engine.name == name for name, engine in ENGINES.items())
 
 
@@ -109,7 +115,11 @@ def test_declared_output_matches_the_rows_of_both_engines():
 
 # ---- the runners know no engine ------------------------------------------------------------
 
-ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq")
+ENGINE_PACKAGES = (
+    "sparkcep.engines.nfa",
+    "sparkcep.engines.aseq",
+    "sparkcep.engines.match_recognize",
+)
 
 
 def _imports(path: Path) -> set[str]:

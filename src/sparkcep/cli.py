@@ -20,6 +20,7 @@ from rich.table import Table
 from sparkcep.errors import QueryError, SparkcepError
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
+from sparkcep.plan.match_recognize import is_match_recognize, query_options
 
 app = typer.Typer(
     add_completion=False,
@@ -75,13 +76,17 @@ def _query_text(query: str) -> str:
         if not path.is_file():
             raise SparkcepError(f"the query file '{query}' does not exist")
         return path.read_text()
-    if query.lstrip().upper().startswith(("PATTERN", "QUERY")):
+    if query.lstrip().upper().startswith(("PATTERN", "QUERY")) or is_match_recognize(query):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
 
 def _pick(text: str, name: str | None) -> str:
     """The queries to run: the whole file, or the one named query."""
+    if is_match_recognize(text):  # SELECT ... MATCH_RECOGNIZE: one query, no names
+        if name is not None:
+            raise SparkcepError("--query picks a named query; a MATCH_RECOGNIZE file holds one")
+        return text
     queries = parse_file(text)
     if name is None:
         return queries[0].text if len(queries) == 1 and queries[0].name else text
@@ -159,6 +164,7 @@ def run(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     with err.status("starting") as status:
         if local:
             summary = _run_local(text, input, output, rejected_path, options, sep, status)
@@ -291,6 +297,9 @@ def explain(
     from sparkcep.explain import explain_queries
 
     text = _pick(_query_text(query), name)
+    mr_options = query_options(text, Options(time_col=time_col, type_col=type_col))
+    time_col, type_col = mr_options.time_col, mr_options.type_col
+    tiebreak = tiebreak or mr_options.tiebreak
     schema = None
     if input is not None:
         from sparkcep.files import read_pandas
@@ -383,6 +392,7 @@ def stream(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     sinks = StreamSinks(
         output,
         late or os.path.join(output, "late"),

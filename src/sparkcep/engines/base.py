@@ -166,6 +166,11 @@ class Program(ABC):
         """Lines for `explain` that only this engine can say."""
         return []
 
+    def explain_lines(self) -> list[tuple[str, str]] | None:
+        """All of `explain`'s lines after the engine's, for a program whose plan is not a
+        SEQ pattern (None: `explain` describes the pattern, and adds `describe()`)."""
+        return None
+
     def row_checks(self) -> tuple[RowCheck, ...]:
         """What an input row must meet besides a time and a type (none by default)."""
         return ()
@@ -343,7 +348,8 @@ def _load_engines() -> None:
     if ENGINES:
         return
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
-    import sparkcep.engines.aseq  # noqa: F401
+    import sparkcep.engines.aseq
+    import sparkcep.engines.match_recognize  # noqa: F401
 
 
 def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:

@@ -22,6 +22,7 @@ from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
+from sparkcep.plan.match_recognize import analyze_match_recognize, is_match_recognize
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -53,6 +54,8 @@ def analyze(
     >>> [(c.kind, c.stage, ast.to_text(c.expr)) for c in plan.conditions]
     [('bind', 1, '(a.v < b.v)')]
     """
+    if isinstance(query, str) and is_match_recognize(query):
+        return analyze_match_recognize(query, schema, options or Options())
     if isinstance(query, str):
         query = parse(query)
     return _Analyzer(query, schema, options or Options()).run()
@@ -530,6 +533,10 @@ def plan_queries(
         if isinstance(item, Plan):
             plans.append(item)
             names.append(item.name)
+            continue
+        if is_match_recognize(item):  # SELECT ... MATCH_RECOGNIZE (docs/match_recognize.md)
+            plans.append(analyze_match_recognize(item, schema, options))
+            names.append(None)
             continue
         for query in parse_file(item):
             plans.append(analyze(query, schema, options))
