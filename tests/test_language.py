@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from sparkcep import QueryError, analyze, match_local, parse
+from sparkcep import QueryError, SparkcepError, analyze, match_local, parse
 from sparkcep.language import ast
 from sparkcep.language.parser import parse_file
 
@@ -171,3 +173,56 @@ def test_sase_strategy_written_in_where():
         {**SCHEMA, "taskId": "int", "nodeId": "int", "value": "float", "ts": "timestamp"},
     )
     assert plan.strategy == "SKIP_TILL_NEXT_MATCH"
+
+
+STRING_EVENTS = [
+    {"type": "Admission NC", "ts": 1, "name": "Alice", "tag": None, "alt": "x"},
+    {"type": "Lab", "ts": 2, "name": "bob", "tag": "q", "alt": None},
+    {"type": "Lab", "ts": 3, "name": None, "tag": None, "alt": None},
+    {"type": "Lab test", "ts": 4, "name": "Ann_b", "tag": "x", "alt": "y"},
+]
+
+
+@pytest.mark.parametrize(
+    ("where", "ids"),
+    [
+        ("a.name LIKE 'A%'", [0, 3]),
+        ("a.name LIKE 'A__'", []),
+        ("a.name NOT LIKE '%o%'", [0, 3]),  # null name: neither LIKE nor NOT LIKE
+        ("lower(a.name) = 'bob' OR upper(a.name) = 'ALICE'", [0, 1]),
+        ("length(a.name) > 3", [0, 3]),
+        ("startswith(a.type, 'Lab') AND endswith(a.type, 'test')", [3]),
+        ("contains(a.name, 'n')", [3]),
+        ("coalesce(a.tag, a.alt) = 'x'", [0, 3]),
+        ("coalesce(a.tag, a.alt, 'none') = 'none'", [2]),
+    ],
+)
+def test_string_functions_with_sql_nulls(where, ids):
+    got = match_local(STRING_EVENTS, f"PATTERN SEQ(ANY a) WHERE {where}")
+    assert got["a"].tolist() == ids
+
+
+def test_quoted_types_and_no_type_column():
+    events = [{"type": e["type"], "ts": e["ts"]} for e in STRING_EVENTS]
+    got = match_local(events, "PATTERN SEQ(`Admission NC` a, `Lab test` b) WITHIN 9")
+    assert got[["a", "b"]].values.tolist() == [[0, 3]]
+    # Every component ANY: the input needs no type column.
+    plain = [{"ts": t, "v": v} for t, v in [(1, 5), (2, 50), (3, 70)]]
+    got = match_local(plain, "PATTERN SEQ(ANY a, ANY b) WHERE a.v < 10 AND b.v > 40 WITHIN 9")
+    assert got[["a", "b"]].values.tolist() == [[0, 1], [0, 2]]
+    with pytest.raises(SparkcepError, match="type column 'type' is not in the input"):
+        match_local(plain, "PATTERN SEQ(A a) WITHIN 9")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("PATTERN SEQ(ANY a) WHERE lower(a.v) = 'x'", "lower() needs text, not int"),
+        ("PATTERN SEQ(ANY a) WHERE startswith(a.name) ", "startswith() takes 2 argument"),
+        ("PATTERN SEQ(ANY a) WHERE coalesce(a.name, a.v) = 1", "values of one type"),
+        ("PATTERN SEQ(ANY a) WHERE a.v LIKE 'x'", "like() needs text"),
+    ],
+)
+def test_string_function_errors(text, message):
+    with pytest.raises(QueryError, match=re.escape(message)):
+        analyze(text, {"ts": "int", "type": "string", "name": "string", "v": "int"})

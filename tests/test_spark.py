@@ -249,3 +249,22 @@ def test_every_engine_spark_equals_local(engine_stream, name, query):
     assert list(got.columns) == list(local.columns)
     cols = list(local.columns)
     assert sorted(rows_of(got, cols), key=str) == sorted(rows_of(local, cols), key=str)
+
+
+def test_string_functions_and_no_type_column_in_spark(spark):
+    from test_language import STRING_EVENTS
+
+    pdf = pd.DataFrame(STRING_EVENTS)
+    sdf = spark.createDataFrame(pdf)
+    for query in (
+        "PATTERN SEQ(ANY a) WHERE a.name LIKE 'A%' OR lower(a.name) = 'bob'",
+        "PATTERN SEQ(ANY a) WHERE coalesce(a.tag, a.alt, 'none') IN ('x', 'none')",
+        "PATTERN SEQ(ANY a) WHERE length(a.name) > 3 AND NOT contains(a.name, 'l')",
+        "PATTERN SEQ(`Admission NC` a, ANY b) WHERE startswith(b.type, 'Lab') WITHIN 9",
+    ):
+        local = run_local(pdf, query).matches
+        got = run(sdf, query).rows.toPandas()
+        assert rows_of(got, list(local.columns)) == rows_of(local, list(local.columns)), query
+    typeless = spark.createDataFrame(pd.DataFrame({"ts": [1, 2, 3], "v": [5, 50, 70]}))
+    got = run(typeless, "PATTERN SEQ(ANY a, ANY b) WHERE a.v < 10 WITHIN 9").rows.toPandas()
+    assert got[["a", "b"]].values.tolist() == [[0, 1], [0, 2]]

@@ -110,10 +110,12 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
     if isinstance(expr, ast.AttrRef):
         return resolve(expr)
     if isinstance(expr, ast.Call):
-        if expr.name == "abs":
-            inner = evaluate(expr.args[0], resolve, n)
-            return Vec(np.abs(inner.values), inner.null)
-        return resolve(expr)
+        from sparkcep.functions import FUNCTIONS  # (functions builds on Vec, defined here)
+
+        if expr.name in FUNCTIONS:
+            args = [evaluate(a, resolve, n) for a in expr.args]
+            return FUNCTIONS[expr.name].apply(args)
+        return resolve(expr)  # prev() and aggregates: the engine knows them
     if isinstance(expr, ast.Negate):
         inner = evaluate(expr.operand, resolve, n)
         return Vec(-inner.values, inner.null)

@@ -15,12 +15,13 @@ OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
 
 
 def split_valid(
-    frame: pd.DataFrame, *, time_col: str, type_col: str, id_col: str | None
+    frame: pd.DataFrame, *, time_col: str, type_col: str | None, id_col: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(valid rows with a normalised time column, rejected rows with a `reason`).
 
     A row is rejected when its time is missing or is neither an integer nor a timestamp,
-    or its type is missing. Row numbers are kept in the ROW column.
+    or its type is missing (`type_col` None: the queries name no type, and none is read).
+    Row numbers are kept in the ROW column.
     """
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in frame.columns:
@@ -36,15 +37,16 @@ def split_valid(
     reason[missing_time] = f"{time_col} is missing"
     reason[bad_time & ~missing_time] = f"{time_col} is not an integer or a timestamp"
     reason[out_of_range & ~missing_time] = OUT_OF_RANGE.format(time_col=time_col)
-    types = frame[type_col]
-    missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
-    reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if type_col is not None:
+        types = frame[type_col]
+        missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
+        reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
     bad = reason.notna().to_numpy()
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
     valid = frame[~bad].copy()
     valid[time_col] = time[~bad]
-    if not pd.api.types.is_string_dtype(valid[type_col].dtype):
+    if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
     return valid, rejected
 

@@ -181,6 +181,8 @@ def to_text(expr: Expr) -> str:
     if isinstance(expr, VarRef):
         return expr.var
     if isinstance(expr, Call):
+        if expr.name == "like":
+            return f"({to_text(expr.args[0])} LIKE {to_text(expr.args[1])})"
         return f"{expr.name}({', '.join(to_text(a) for a in expr.args)})"
     if isinstance(expr, BinOp):
         op = expr.op.upper() if expr.op in LOGIC else expr.op

@@ -159,7 +159,7 @@ class _ToAst(Transformer):
         return True
 
     def named_type(self, meta, children):
-        return str(children[0])
+        return _name(children[0])  # `Admission NC`: a type with spaces, quoted
 
     def any_type(self, meta, children):
         return None
@@ -270,6 +270,13 @@ class _ToAst(Transformer):
             "and", ast.BinOp(">=", value, low, span=span), ast.BinOp("<=", value, high, span=span),
             span=span,
         )  # fmt: skip
+
+    def like(self, meta, children):
+        return ast.Call("like", (children[0], children[1]), span=_span(meta))
+
+    def not_like(self, meta, children):
+        call = ast.Call("like", (children[0], children[2]), span=_span(meta))
+        return ast.Not(call, span=_span(meta))
 
     def binop(self, meta, children):
         left, op, right = children

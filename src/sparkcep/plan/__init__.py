@@ -1,6 +1,6 @@
 """Queries to plans: `analyze(query, schema, options) -> Plan` (see `analyzer`)."""
 
-from sparkcep.plan.analyzer import analyze, plan_queries
+from sparkcep.plan.analyzer import analyze, plan_queries, uses_types
 from sparkcep.plan.model import (
     AGG_FUNCTIONS,
     AGGREGATES,
@@ -29,4 +29,5 @@ __all__ = [
     "ReturnColumn",
     "analyze",
     "plan_queries",
+    "uses_types",
 ]

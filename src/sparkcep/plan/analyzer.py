@@ -179,7 +179,9 @@ class _Analyzer(TypeChecker, AggregateClauses):
         if self.schema is None:
             return
         opts = self.options
-        for role, col in (("time", opts.time_col), ("type", opts.type_col), ("id", opts.id_col)):
+        typed = any(c.event_type is not None for c in self.query.components)
+        type_col = opts.type_col if typed else None  # all ANY: no type column needed
+        for role, col in (("time", opts.time_col), ("type", type_col), ("id", opts.id_col)):
             if col is not None and col not in self.schema:
                 raise QueryError(
                     f"the {role} column '{col}' is not in the input "
@@ -548,3 +550,18 @@ def plan_queries(
         if name is not None:
             seen.add(name)
     return plans, names
+
+
+def uses_types(queries) -> bool:
+    """Whether any component of the queries names an event type (else, when every one
+    is ANY, the input needs no type column)."""
+    items = [queries] if isinstance(queries, str | Plan) else list(queries)
+    for item in items:
+        comps = (
+            item.components
+            if isinstance(item, Plan)
+            else [c for q in parse_file(item) for c in q.components]
+        )
+        if any(c.event_type is not None for c in comps):
+            return True
+    return False

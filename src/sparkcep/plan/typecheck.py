@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkcep.functions import FUNCTIONS, check_kinds
 from sparkcep.language import ast
 from sparkcep.plan.model import AGGREGATES, STRATEGIES
 from sparkcep.schema import NUMERIC, Kind, comparable, kind_of_value
-
-SCALAR_FUNCTIONS = ("abs",)
 
 
 @dataclass
@@ -94,10 +93,14 @@ class TypeChecker:
                 raise self.error(
                     f"{name}() takes an attribute of a variable, e.g. {name}(b.price)", arg.span
                 )
-        elif name in SCALAR_FUNCTIONS:
-            if len(node.args) != 1:
-                raise self.error(f"{name}() takes one argument", node.span)
-            self._check_expr(node.args[0], allow_var=False)
+        elif name in FUNCTIONS:
+            fn = FUNCTIONS[name]
+            least, most = fn.arity
+            if len(node.args) < least or (most is not None and len(node.args) > most):
+                count = f"{least}" if least == most else f"at least {least}"
+                raise self.error(f"{name}() takes {count} argument(s): {fn.usage}", node.span)
+            for arg in node.args:
+                self._check_expr(arg, allow_var=False)
         elif name.upper() in STRATEGIES:
             raise self.error(
                 f"{name}(...) selects the strategy: write it as a condition of its own "
@@ -105,7 +108,7 @@ class TypeChecker:
                 node.span,
             )
         else:
-            known = ", ".join(("prev", *AGGREGATES, *SCALAR_FUNCTIONS))
+            known = ", ".join(("prev", *AGGREGATES, *FUNCTIONS))
             raise self.error(f"unknown function '{name}' (known: {known})", node.span)
 
     def _attr_kind(self, attr: str) -> Kind:
@@ -122,14 +125,7 @@ class TypeChecker:
         if isinstance(expr, ast.VarRef):
             return "unknown"
         if isinstance(expr, ast.Call):
-            if expr.name == "count":
-                return "int"
-            arg_kind = self._type(expr.args[0])
-            if expr.name in ("sum", "avg", "abs") and arg_kind not in (*NUMERIC, "unknown"):
-                raise self.error(f"{expr.name}() needs numbers, not {arg_kind}", expr.span)
-            if expr.name == "avg":
-                return "float"
-            return arg_kind
+            return self._call_type(expr)
         if isinstance(expr, ast.Negate):
             kind = self._type(expr.operand)
             if kind not in (*NUMERIC, "unknown"):
@@ -149,34 +145,50 @@ class TypeChecker:
                 )
             return "bool"
         if isinstance(expr, ast.BinOp):
-            left, right = self._type(expr.left), self._type(expr.right)
-            if expr.op in ast.LOGIC:
-                for side, kind in ((expr.left, left), (expr.right, right)):
-                    if kind not in ("bool", "unknown"):
-                        raise self.error(
-                            f"{expr.op.upper()} joins conditions, and this is a {kind}",
-                            side.span,
-                        )
-                return "bool"
-            if expr.op in ast.COMPARISONS:
-                if not comparable(left, right):
-                    raise self.error(
-                        f"cannot compare {_a(left)} with {_a(right)}: "
-                        f"{ast.to_text(expr.left)} {expr.op} {ast.to_text(expr.right)}",
-                        expr.span,
-                    )
-                return "bool"
-            for side, kind in ((expr.left, left), (expr.right, right)):
-                if kind not in (*NUMERIC, "unknown"):
-                    raise self.error(
-                        f"arithmetic '{expr.op}' needs numbers, and this is a {kind}", side.span
-                    )
-            if expr.op == "/" or "float" in (left, right):
-                return "float"
-            if "unknown" in (left, right):
-                return "unknown"
-            return "int"
+            return self._binop_type(expr)
         raise self.error("unsupported expression", expr.span)
+
+    def _call_type(self, expr: ast.Call) -> Kind:
+        if expr.name == "count":
+            return "int"
+        kinds = [self._type(a) for a in expr.args]
+        if expr.name in FUNCTIONS:
+            fn = FUNCTIONS[expr.name]
+            problem = check_kinds(fn, kinds)
+            if problem:
+                raise self.error(problem, expr.span)
+            return fn.result(kinds)
+        if expr.name in ("sum", "avg") and kinds[0] not in (*NUMERIC, "unknown"):
+            raise self.error(f"{expr.name}() needs numbers, not {kinds[0]}", expr.span)
+        return "float" if expr.name == "avg" else kinds[0]
+
+    def _binop_type(self, expr: ast.BinOp) -> Kind:
+        left, right = self._type(expr.left), self._type(expr.right)
+        if expr.op in ast.LOGIC:
+            for side, kind in ((expr.left, left), (expr.right, right)):
+                if kind not in ("bool", "unknown"):
+                    raise self.error(
+                        f"{expr.op.upper()} joins conditions, and this is a {kind}", side.span
+                    )
+            return "bool"
+        if expr.op in ast.COMPARISONS:
+            if not comparable(left, right):
+                raise self.error(
+                    f"cannot compare {_a(left)} with {_a(right)}: "
+                    f"{ast.to_text(expr.left)} {expr.op} {ast.to_text(expr.right)}",
+                    expr.span,
+                )
+            return "bool"
+        for side, kind in ((expr.left, left), (expr.right, right)):
+            if kind not in (*NUMERIC, "unknown"):
+                raise self.error(
+                    f"arithmetic '{expr.op}' needs numbers, and this is a {kind}", side.span
+                )
+        if expr.op == "/" or "float" in (left, right):
+            return "float"
+        if "unknown" in (left, right):
+            return "unknown"
+        return "int"
 
     def _refs(self, expr: ast.Expr) -> Refs:
         refs = Refs()

@@ -13,7 +13,7 @@ import pandas as pd
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, failed_checks, sort_rows
 from sparkcep.inputs import REASON, ROW, as_frame, schema_of, split_valid
-from sparkcep.plan import Options, Plan, plan_queries
+from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
 
 @dataclass
@@ -43,8 +43,9 @@ def execute_local(events, queries, options: Options) -> RunResult:
     """Run queries (a text, a file's named queries, a list, or plans) over events."""
     frame = as_frame(events)
     valid, rejected = split_valid(
-        frame, time_col=options.time_col, type_col=options.type_col, id_col=options.id_col
-    )
+        frame, time_col=options.time_col, type_col=type_column(frame.columns, queries, options),
+        id_col=options.id_col,
+    )  # fmt: skip
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
     checks = [c for program in programs for c in program.row_checks()]
@@ -59,6 +60,13 @@ def execute_local(events, queries, options: Options) -> RunResult:
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
     return RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+
+
+def type_column(columns, queries, options: Options) -> str | None:
+    """The type column to check: none when the input has none and no query names a type."""
+    if options.type_col not in columns and not uses_types(queries):
+        return None
+    return options.type_col
 
 
 def merge_rows(programs: list[Program], outs: list[pd.DataFrame]) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from sparkcep.inputs import REASON, ROW
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
+from sparkcep.runners.local import type_column
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import Checked, check_rows, schema_of, spark_type
 from sparkcep.runners.spark_session import spark_session
@@ -76,8 +77,8 @@ def execute(
 ) -> SparkRun:
     """Run queries on a Spark DataFrame; returns the rows and rejected rows (lazy)."""
     checked = check_rows(
-        df, time_col=options.time_col, type_col=options.type_col, id_col=options.id_col,
-        split_cols=split_cols, infer_types=infer_types,
+        df, time_col=options.time_col, type_col=type_column(df.columns, queries, options),
+        id_col=options.id_col, split_cols=split_cols, infer_types=infer_types,
     )  # fmt: skip
     schema = schema_of(checked.valid, ignore=(TICKS, ROW))
     schema[options.time_col] = checked.time_kind

@@ -28,14 +28,28 @@ _ARITHMETIC = {
 }
 
 
+# The Spark twin of each scalar function of sparkcep.functions (same null rules).
+FUNCTIONS = {
+    "abs": F.abs,
+    "lower": F.lower,
+    "upper": F.upper,
+    "length": F.char_length,
+    "startswith": F.startswith,
+    "endswith": F.endswith,
+    "contains": F.contains,
+    "like": lambda s, p: F.like(s, p),
+    "coalesce": F.coalesce,
+}
+
+
 def to_column(expr: ast.Expr) -> Column:
     """A local (one-variable, element-wise) expression as a Spark Column."""
     if isinstance(expr, ast.Literal):
         return F.lit(expr.value)
     if isinstance(expr, ast.AttrRef):
         return F.col(f"`{expr.attr}`")
-    if isinstance(expr, ast.Call) and expr.name == "abs":
-        return F.abs(to_column(expr.args[0]))
+    if isinstance(expr, ast.Call) and expr.name in FUNCTIONS:
+        return FUNCTIONS[expr.name](*[to_column(a) for a in expr.args])
     if isinstance(expr, ast.Negate):
         return F.negative(to_column(expr.operand))
     if isinstance(expr, ast.Not):

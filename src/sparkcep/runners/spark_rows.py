@@ -66,7 +66,7 @@ def check_rows(
     df: DataFrame,
     *,
     time_col: str,
-    type_col: str,
+    type_col: str | None,
     id_col: str | None,
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
@@ -88,9 +88,11 @@ def check_rows(
             )
     raw = F.col(f"`{time_col}`")
     candidates = _time_candidates(df, time_col)  # kind -> parsed time column
-    type_missing = F.col(f"`{type_col}`").isNull() | (
-        F.trim(F.col(f"`{type_col}`").cast("string")) == ""
-    )
+    type_missing = F.lit(False)
+    if type_col is not None:  # None: the queries name no type (every component is ANY)
+        type_missing = F.col(f"`{type_col}`").isNull() | (
+            F.trim(F.col(f"`{type_col}`").cast("string")) == ""
+        )
     corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in columns else F.lit(False)
 
     far = _beyond_time_limit(df, time_col)

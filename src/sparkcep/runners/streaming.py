@@ -161,8 +161,12 @@ def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
         raise SparkcepError(
             "a stream has no row numbers: give the id column of the events (--id COL)"
         )
+    from sparkcep.runners.local import type_column
+
+    if type_column(columns, queries, options) is None:
+        type_col = None
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col not in columns:
+        if col is not None and col not in columns:
             raise DataError(
                 f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
             )
@@ -189,9 +193,11 @@ def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
     program = programs[0]
     raw = F.col(f"`{time_col}`")
     ticks = F.unix_micros(raw) if time_kind == "timestamp" else raw.cast("long")
-    type_missing = F.col(f"`{type_col}`").isNull() | (
-        F.trim(F.col(f"`{type_col}`").cast("string")) == ""
-    )
+    type_missing = F.lit(False)
+    if type_col is not None:
+        type_missing = F.col(f"`{type_col}`").isNull() | (
+            F.trim(F.col(f"`{type_col}`").cast("string")) == ""
+        )
     far = F.lit(False)
     if time_kind == "int":  # the watermark needs the time in microseconds too
         limit = float(TIME_LIMIT // max(1, nanos // 1000))
