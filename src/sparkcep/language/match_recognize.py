@@ -644,9 +644,9 @@ class _ToMr(Transformer):
 
     def negate(self, meta, children):
         operand = children[0]
-        if isinstance(operand, ast.Literal) and isinstance(operand.value, int | float):
-            if not isinstance(operand.value, bool):
-                return ast.Literal(-operand.value, span=_span(meta))
+        value = operand.value if isinstance(operand, ast.Literal) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return ast.Literal(-value, span=_span(meta))
         return ast.Negate(operand, span=_span(meta))
 
     def plain_column(self, meta, children):

@@ -557,6 +557,8 @@ def uses_types(queries) -> bool:
     is ANY, the input needs no type column)."""
     items = [queries] if isinstance(queries, str | Plan) else list(queries)
     for item in items:
+        if isinstance(item, str) and is_match_recognize(item):
+            continue  # MATCH_RECOGNIZE reads rows, which have no type
         comps = (
             item.components
             if isinstance(item, Plan)

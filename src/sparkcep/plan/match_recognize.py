@@ -476,7 +476,7 @@ class _MrAnalyzer:
                 span,
             )
 
-    def _type(self, expr: ast.Expr) -> Kind:  # noqa: C901 - one case per node type
+    def _type(self, expr: ast.Expr) -> Kind:
         if isinstance(expr, ast.Literal):
             return "unknown" if expr.value is None else kind_of_value(expr.value)
         if isinstance(expr, mr.Column):
@@ -492,6 +492,9 @@ class _MrAnalyzer:
         if isinstance(expr, mr.IsNull):
             self._type(expr.operand)
             return "bool"
+        return self._operator_type(expr)
+
+    def _operator_type(self, expr: ast.Expr) -> Kind:
         if isinstance(expr, ast.Not):
             self._want(expr.operand, ("bool",), "NOT needs a condition")
             return "bool"
