@@ -325,3 +325,55 @@ def test_explain_and_the_cli(tmp_path):
     shown = runner.invoke(app, ["explain", str(query), "--input", str(data), "--time-unit", "ms"])
     assert shown.exit_code == 0, shown.output
     assert "match_recognize" in shown.output and "window      10000" in shown.output
+
+
+# ---- through Spark --------------------------------------------------------------------------
+
+
+def random_trades(n: int = 300, seed: int = 4) -> pd.DataFrame:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "sym": rng.choice(["x", "y", "z"], n),
+            "t": np.sort(rng.integers(0, n, n)),  # equal times too
+            "price": rng.integers(1, 9, n).astype(float),
+            "tx": np.arange(n),
+        }
+    )
+
+
+SPARK_QUERIES = [
+    # partitioned: repartitioned by sym
+    "SELECT * FROM trades MATCH_RECOGNIZE (PARTITION BY sym ORDER BY t, tx "
+    "MEASURES FIRST(A.price) AS top, LAST(B.price) AS low, MATCH_NUMBER() AS m "
+    "PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))",
+    # no PARTITION BY, SKIP TO NEXT ROW and WITHIN: time ranges overlapping by the window
+    "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t, tx MEASURES FIRST(A.tx) AS a, "
+    "LAST(B.tx) AS b ALL ROWS PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+    "PATTERN (A B+?) DEFINE A AS price > 6, B AS price < FIRST(A.price)) WITHIN 9",
+    # no PARTITION BY, SKIP PAST LAST ROW: one partition (ranges would not be exact)
+    "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t, tx MEASURES COUNT(*) AS n "
+    "PATTERN (A{2,}) DEFINE A AS price >= 4) WITHIN 9",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", SPARK_QUERIES, ids=["partitioned", "ranges", "one"])
+def test_spark_equals_local(spark, query):
+    from sparkcep.plan import Options
+    from sparkcep.plan.match_recognize import query_options
+    from sparkcep.runners.spark import execute
+
+    pdf = random_trades()
+    sdf = spark.createDataFrame(pdf.sample(frac=1.0, random_state=3)).repartition(3)
+    local = match_recognize_local(pdf, query)
+    assert len(local) > 0
+    got = sparkcep.match_recognize(sdf, query).toPandas()
+    assert list(got.columns) == list(local.columns)
+    assert plain(got, list(got.columns)) == plain(local, list(local.columns))
+    layout = execute(sdf, query, query_options(query, Options())).layout
+    expected = {"partitioned": "partitioned by sym", "ranges": "time ranges", "one": "one partition"}
+    kind = "partitioned" if "PARTITION" in query else "ranges" if "NEXT ROW" in query else "one"
+    assert expected[kind] in layout

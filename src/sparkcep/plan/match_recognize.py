@@ -60,7 +60,6 @@ class MatchRecognizeSpec:
     empty: str  # show | omit | unmatched
     skip: mr.Skip
     output: tuple[MrColumn, ...]
-    warnings: tuple[str, ...] = field(default=())
 
     @property
     def pattern(self) -> mr.PatternNode:
@@ -141,15 +140,21 @@ class _MrAnalyzer:
                 "add MEASURES (e.g. MATCH_NUMBER() AS m)",
                 q.span,
             )
-        if not q.partition_by:
-            self.warnings.append(
-                "no PARTITION BY: the whole input is one partition, matched in order by one worker"
-            )
         spec = MatchRecognizeSpec(
             query=q, variables=self.variables, subsets=self.subsets, defines=self.defines,
             measures=measures, partition=q.partition_by, rows=q.rows, empty=q.empty,
-            skip=q.skip, output=output, warnings=tuple(self.warnings),
+            skip=q.skip, output=output,
         )  # fmt: skip
+        if not q.partition_by and (window is None or not rangeable(spec)):
+            why = (
+                "" if window is None else " (time ranges would not be exact: only with AFTER "
+                "MATCH SKIP TO NEXT ROW and no MATCH_NUMBER, PREV, NEXT, ^ or $ does each "
+                "row's match not depend on rows before its window)"
+            )
+            self.warnings.append(
+                "no PARTITION BY: the whole input is one partition, matched in order by one "
+                "worker" + why
+            )
         return Plan(
             query=ast.Query(components=(), text=self.text, span=q.span),
             options=self.options,

@@ -10,7 +10,7 @@ import numpy as np
 
 from sparkcep.engines.match_recognize.expressions import ExpressionCompiler
 from sparkcep.engines.match_recognize.matcher import FeatureLayout
-from sparkcep.engines.match_recognize.pattern import RowPatternProgram
+from sparkcep.engines.match_recognize.pattern import DONE, RowPatternProgram
 from sparkcep.expressions import Vec
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
@@ -27,6 +27,8 @@ class Segment:
     offset: int  # the partition index of row 0 (rows before it were dropped)
     final: bool  # no more rows will come (the partition ends after row n - 1)
     horizon: int | None = None  # no row will come with a time before this
+    candidates: list[bool] | None = None  # rows whose first two rows allow a match
+    next_candidate: list[int] | None = None  # per row, the first candidate at or after it
 
 
 class CompiledQuery:
@@ -62,6 +64,11 @@ class CompiledQuery:
         for e in everything:
             names += [n.name for n in mr.walk(e) if isinstance(n, mr.Column)]
         self.columns = tuple(dict.fromkeys(names))
+        prog = self.program
+        if any(prog.op[p] == DONE for p, _ in prog.table(False, False)[0]):
+            self._steps = None  # an empty match is possible at every row
+        else:
+            self._steps = prog.first_steps()[1]
 
     @property
     def needs_partition_history(self) -> bool:
@@ -119,10 +126,38 @@ class CompiledQuery:
                 ok &= self.compiler.vector(conjunct, label, vecs, n).truth()
             okbits |= ok.astype(np.int64) << label
         cols = {name: vec.to_list() for name, vec in vecs.items()}
+        n_eval = n if final else n - self.lookahead
+        found = self._candidates(okbits, n_eval, offset)
+        following = None
+        if found is not None:
+            nearest = np.full(n + 1, n, dtype=np.int64)
+            nearest[np.flatnonzero(found)] = np.flatnonzero(found)
+            following = np.minimum.accumulate(nearest[::-1])[::-1].tolist()
+            found = found.tolist()
         return Segment(
             cols, n, np.asarray(ticks, dtype=np.int64).tolist(), okbits.tolist(), offset,
-            final, horizon,
+            final, horizon, found, following,
         )  # fmt: skip
+
+    def _candidates(self, okbits: np.ndarray, n_eval: int, offset: int) -> np.ndarray | None:
+        """Rows where a match may start, by what it needs of its first two rows (a
+        necessary condition: DEFINE's other conditions and the window come later)."""
+        if self._steps is None:
+            return None
+        n = len(okbits)
+        following = np.r_[okbits[1:], np.zeros(1, dtype=np.int64)] if n else okbits
+        found = np.zeros(n, dtype=bool)
+        for label, seconds, may_end in self._steps:
+            here = ((okbits >> label) & 1).astype(bool)
+            if may_end:
+                found |= here
+            else:
+                wanted = sum(1 << s for s in set(seconds))
+                found |= here & ((following & wanted) != 0)
+        found[max(0, n_eval - 1) :] = True  # the second row is not at hand: try
+        if offset == 0 and n:
+            found[0] = True  # the partition's first row (^)
+        return found
 
 
 def _vec(col) -> Vec:

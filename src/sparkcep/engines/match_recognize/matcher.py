@@ -177,9 +177,11 @@ class RowPatternMatcher:
         seg, q = self.seg, self.q
         if start >= self.n_eval:
             return UNDECIDED
+        if seg.candidates is not None and not seg.candidates[start]:
+            return NO_MATCH  # its first two rows already rule a match out
         op, arg = self.program.op, self.program.a
         ticks, okbits, history = seg.ticks, seg.okbits, q.history
-        window = q.window
+        window, n_eval = q.window, self.n_eval
         t0 = ticks[start]
         feat0 = self.layout.initial() if self.layout else None
         current: list = []
@@ -187,53 +189,89 @@ class RowPatternMatcher:
         best = None
         j = start
         while current:
-            if j >= self.n_eval:
+            if j >= n_eval:
                 return self._stop(current, best, j, t0)
-            in_window = window is None or ticks[j] - t0 < window
+            if window is not None and ticks[j] - t0 >= window:
+                return self._out_of_window(current, best)
             bits = okbits[j]
-            nxt: list = []
-            visited: set = set()
-            for thread in current:
-                pc = thread[0]
-                if op[pc] == DONE:
-                    best = thread
-                    break
-                label = arg[pc]
-                if not in_window or not (bits >> label) & 1:
-                    continue
-                if history[label] and not self._holds(thread, j, label, start, mn):
-                    continue
-                self._consume(nxt, visited, thread, pc, label, j, start, mn)
-            current = nxt
+            if feat0 is None:
+                current, best = self._step(current, best, j, bits, history, start, mn)
+            else:
+                current, best = self._step_with_features(current, best, j, bits, start, mn)
             j += 1
         return NO_MATCH if best is None else self._result(best, start)
 
-    def _consume(self, nxt, visited, thread, pc, label, j, start, mn):
-        feat = thread[2]
-        if feat is not None:
+    def _step(self, current, best, j, bits, history, start, mn):
+        """Offer row j to every thread (no features: threads at one instruction are
+        equivalent)."""
+        op, arg = self.program.op, self.program.a
+        table = self._table(j + 1)
+        nxt: list = []
+        visited: set = set()
+        for thread in current:
+            pc = thread[0]
+            if op[pc] == DONE:
+                return nxt, thread
+            label = arg[pc]
+            if not (bits >> label) & 1:
+                continue
+            if history[label] and not self._holds(thread, j, label, start, mn):
+                continue
+            hist = (label, thread[1])
+            for target, saves in table[pc + 1]:
+                if target in visited:
+                    continue
+                visited.add(target)
+                ex = thread[3]
+                for _ in range(saves):
+                    ex = (j + 1, ex)
+                nxt.append((target, hist, None, ex))
+        return nxt, best
+
+    def _step_with_features(self, current, best, j, bits, start, mn):
+        op, arg, history = self.program.op, self.program.a, self.q.history
+        nxt: list = []
+        visited: set = set()
+        for thread in current:
+            pc = thread[0]
+            if op[pc] == DONE:
+                return nxt, thread
+            label = arg[pc]
+            if not (bits >> label) & 1:
+                continue
+            if history[label] and not self._holds(thread, j, label, start, mn):
+                continue
             view = FeatureView(self.seg, self.layout, thread, j, label, start, mn)
-            feat = self.layout.update(feat, view, label, j)
-        self._schedule(nxt, visited, pc + 1, (label, thread[1]), feat, thread[3], j + 1)
-        if len(nxt) > MAX_THREADS:
-            raise TooManyThreads(
-                f"the pattern keeps more than {MAX_THREADS:,} partial matches alive from one "
-                "row: bound it (WITHIN, a {n,m} quantifier) or make DEFINE stricter"
-            )
+            feat = self.layout.update(thread[2], view, label, j)
+            self._schedule(nxt, visited, pc + 1, (label, thread[1]), feat, thread[3], j + 1)
+            if len(nxt) > MAX_THREADS:
+                raise TooManyThreads(
+                    f"the pattern keeps more than {MAX_THREADS:,} partial matches alive from "
+                    "one row: bound it (WITHIN, a {n,m} quantifier) or make DEFINE stricter"
+                )
+        return nxt, best
+
+    def _table(self, index: int) -> list:
+        seg = self.seg
+        if index < seg.n:
+            return self.program.table(seg.offset + index == 0, False)
+        return self.program.table(seg.offset + index == 0, True if seg.final else None)
+
+    def _out_of_window(self, current, best):
+        """Row j is beyond the window: threads waiting for a row die."""
+        for thread in current:
+            if thread[0] >= 0 and self.program.op[thread[0]] == DONE:
+                return self._result(thread, None)
+        return NO_MATCH if best is None else self._result(best, None)
 
     def _holds(self, thread, j, label, start, mn) -> bool:
         view = FeatureView(self.seg, self.layout, thread, j, label, start, mn)
         return all(f(view) is True for f in self.q.history[label])
 
     def _schedule(self, out, visited, pc, hist, feat, excl, index):
-        seg = self.seg
-        at_start = seg.offset + index == 0
-        if index < seg.n:
-            at_end = False
-        else:
-            at_end = True if seg.final else None
         keyed = feat is not None
         with_history = keyed and self.layout.needs_history
-        for target, saves in self.program.closure(pc, at_start, at_end):
+        for target, saves in self._table(index)[pc]:
             if keyed:
                 key = (target, feat, hist) if with_history else (target, feat)
             else:

@@ -48,6 +48,7 @@ class RowPatternProgram:
         self._compile(pattern)
         self._emit(DONE)
         self._closures: dict[tuple[int, bool, bool | None], tuple] = {}
+        self._tables: dict[tuple[bool, bool | None], list] = {}
 
     def __len__(self) -> int:
         return len(self.op)
@@ -158,6 +159,34 @@ class RowPatternProgram:
         if found is None:
             found = self._closures[key] = tuple(self._walk(pc, at_start, at_end))
         return found
+
+    def table(self, at_start: bool, at_end: bool | None) -> list[tuple]:
+        """The closure of every instruction, for one kind of row position."""
+        key = (at_start, at_end)
+        found = self._tables.get(key)
+        if found is None:
+            found = [self.closure(pc, at_start, at_end) for pc in range(len(self.op))]
+            self._tables[key] = found
+        return found
+
+    def first_steps(self) -> tuple[list[int], list[tuple[int, list[int], bool]]]:
+        """What a match that does not start at the partition's first row needs of its
+        first two rows: for each variable `l` the first row may be mapped to, the
+        variables the second row may then be mapped to, and whether the match may end
+        after one row. (The first list: the variables of the first row.)"""
+        mid = self.table(False, False)
+        open_end = self.table(False, None)
+        firsts, steps = [], []
+        for p, _ in mid[0]:
+            if self.op[p] != LABEL:
+                continue
+            label = self.a[p]
+            after = open_end[p + 1]
+            seconds = [self.a[q] for q, _ in after if q >= 0 and self.op[q] == LABEL]
+            may_end = any(q < 0 or self.op[q] == DONE for q, _ in after)
+            firsts.append(label)
+            steps.append((label, seconds, may_end))
+        return firsts, steps
 
     def _walk(self, pc: int, at_start: bool, at_end: bool | None):
         out: list[tuple[int, int]] = []

@@ -14,7 +14,7 @@ waits for the next batch (or `advance`, or `flush` at the end of the input).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -53,7 +53,8 @@ class MrProgram(Program):
     engine = "match_recognize"
 
     def __init__(self, plans, names, options):
-        super().__init__(plans, names, options)
+        # Rows have no type here: a `type` column is read like any other column.
+        super().__init__(plans, names, replace(options, type_col=None))
         if len(self.plans) != 1:
             raise SparkcepError("MATCH_RECOGNIZE queries run one program each")
         self.plan = self.plans[0]
@@ -188,7 +189,14 @@ class MrProgram(Program):
         unmatched = spec.rows == "all" and spec.empty == "unmatched"
         show_empty = spec.rows == "one" or spec.empty != "omit"
         collector = RowCollector(q, seg)
+        following = seg.next_candidate
         while pos < n:
+            if following is not None and following[pos] > pos:  # no match can start here
+                for p in range(pos, following[pos]) if unmatched else ():
+                    if not covered[p] and owned[p]:
+                        collector.add(UNMATCHED, p)
+                pos = following[pos]
+                continue
             result = matcher.attempt(pos, mn + 1)
             if result is UNDECIDED:
                 break
