@@ -12,7 +12,7 @@ aggregate, FINAL only in MEASURES, no exclusion with WITH UNMATCHED ROWS, and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
