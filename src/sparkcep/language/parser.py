@@ -29,6 +29,7 @@ CLAUSE_FIELDS = {
     "return_clause": "RETURN",
     "group_clause": "GROUP BY",
     "agg_clause": "AGG",
+    "skip_clause": "AFTER MATCH SKIP",
 }
 
 
@@ -191,6 +192,15 @@ class _ToAst(Transformer):
 
     def agg_clause(self, meta, children):
         return "agg_clause", _span(meta), {"aggregates": tuple(children)}
+
+    def skip_clause(self, meta, children):
+        return "skip_clause", _span(meta), {"skip": children[0], "skip_span": _span(meta)}
+
+    def skip_past_last_event(self, meta, children):
+        return "PAST_LAST_EVENT"
+
+    def skip_to_next_event(self, meta, children):
+        return "TO_NEXT_EVENT"
 
     def duration(self, meta, children):
         amount, unit = children

@@ -22,6 +22,7 @@ from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
+from sparkcep.plan.extensions import NativeExtensions
 from sparkcep.plan.match_recognize import analyze_match_recognize, is_match_recognize
 from sparkcep.plan.model import (
     STRATEGIES,
@@ -61,7 +62,7 @@ def analyze(
     return _Analyzer(query, schema, options or Options()).run()
 
 
-class _Analyzer(TypeChecker, AggregateClauses):
+class _Analyzer(TypeChecker, AggregateClauses, NativeExtensions):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
         self.text = query.text
@@ -161,6 +162,7 @@ class _Analyzer(TypeChecker, AggregateClauses):
             schema=dict(self.schema or {}),
             warnings=tuple(self.warnings),
             spec=spec,
+            **self._extension_fields(),
         )
 
     def _check_edge_negations(self, negations, window):

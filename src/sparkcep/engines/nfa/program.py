@@ -8,7 +8,7 @@ with a negation at the end, once time passes its window (`advance`, `flush`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ import pandas as pd
 from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
+from sparkcep.engines.nfa.skip import FIRST, HIDDEN, LAST, PLAN, AfterMatchSkip, prune_points
 from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.plan import STRATEGIES
@@ -29,6 +30,8 @@ NEW = "__new"  # marks the rows of the current batch in the matched frame
 class NfaState:
     buffer: pd.DataFrame | None = None  # events that can still take part in a match
     latest: int | None = None  # latest time seen, in ticks
+    held: pd.DataFrame | None = None  # AFTER MATCH SKIP: matches not decided yet
+    points: dict = field(default_factory=dict)  # AFTER MATCH SKIP: plan -> key -> skip point
 
 
 class NfaProgram(Program):
@@ -53,6 +56,17 @@ class NfaProgram(Program):
         super().__init__(plans, names, options)
         self.keep_unmatched = any(p.strategy == "STRICT_CONTIGUITY" for p in self.plans)
         self._output = self._merged_output()
+        self._skips = {
+            i: AfterMatchSkip(p.skip, p.key, p.window, plan_order(p))
+            for i, p in enumerate(self.plans)
+            if p.skip is not None
+        }
+
+    @property
+    def reach(self) -> tuple[int | None, int | None]:
+        if self._skips:  # which matches are kept depends on the ones before: no ranges
+            return None, None
+        return super().reach
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -104,27 +118,64 @@ class NfaProgram(Program):
             starts[frame[NEW].to_numpy()] = owned
         out = self._match(frame, frame[NEW].to_numpy(), (previous, state.latest), starts)
         self._prune(state, frame.drop(columns=[NEW]))
-        return out
+        return self._skipped(state, out, state.latest + 1 if state.latest is not None else None)
 
     def advance(self, state: NfaState, to: int) -> pd.DataFrame:
         """Time reaches `to` (ticks) with no event before it to come (a watermark): the
         trailing-negation matches whose window closed are reported, the rest expires."""
         if state.buffer is None or (state.latest is not None and to <= state.latest):
-            return self.empty(state.buffer)
+            return self._skipped(state, self.empty(state.buffer), to)
         out = self.empty(state.buffer)
         if self._trailing and len(state.buffer):
             out = self._match(state.buffer, None, (state.latest, to), None)
         state.latest = to
         self._prune(state, state.buffer)
-        return out
+        return self._skipped(state, out, to)
 
     def flush(self, state: NfaState) -> pd.DataFrame:
         if state.buffer is None or not len(state.buffer) or not self._trailing:
-            return self.empty(state.buffer)
-        return self._match(state.buffer, None, (state.latest, None), None)
+            return self._skipped(state, self.empty(state.buffer), None, final=True)
+        out = self._match(state.buffer, None, (state.latest, None), None)
+        return self._skipped(state, out, None, final=True)
 
     def is_empty(self, state: NfaState) -> bool:
-        return state.buffer is None or not len(state.buffer)
+        no_skips = (state.held is None or not len(state.held)) and not any(state.points.values())
+        return (state.buffer is None or not len(state.buffer)) and no_skips
+
+    # ---- AFTER MATCH SKIP
+    def _skipped(self, state: NfaState, rows: pd.DataFrame, horizon, final=False):
+        """Rows of plans with AFTER MATCH SKIP wait until they can be decided (skip.py)."""
+        if not self._skips:
+            return rows
+        mine = rows[PLAN].notna().to_numpy() if PLAN in rows.columns else np.zeros(len(rows), bool)
+        held = rows[mine]
+        if state.held is not None and len(state.held):
+            held = pd.concat([state.held, held], ignore_index=True)
+        kept, waiting = [rows[~mine].drop(columns=list(HIDDEN), errors="ignore")], []
+        for i, skip in self._skips.items():
+            candidates = held[held[PLAN] == i] if PLAN in held.columns else held.iloc[:0]
+            points = state.points.get(i, {})
+            chosen, rest, points = skip.select(candidates, points, horizon, final)
+            state.points[i] = prune_points(points, horizon) if not final else {}
+            kept.append(chosen.drop(columns=list(HIDDEN), errors="ignore"))
+            waiting.append(rest)
+        rest = [w for w in waiting if len(w)]
+        state.held = pd.concat(rest, ignore_index=True) if rest else None
+        out = self.concat([k for k in kept if len(k)], rows)
+        return sort_rows(out, self.order) if len(out) > 1 else out.reset_index(drop=True)
+
+    def _order_keys(self, i: int, frame, table, matches) -> dict:
+        """The processing-order keys of each match's first and last events (skip.py)."""
+        ticks = frame_ticks(frame, self.options.time_col)
+        tie = frame[self.tiebreak].to_numpy(dtype=object) if self.tiebreak else None
+        ids = frame[self.id_col].to_numpy()
+        out: dict = {PLAN: np.full(len(matches), i)}
+        for names, pos in ((FIRST, matches.first), (LAST, matches.last)):
+            rows = table.row[pos]
+            out[names[0]] = ticks[rows]
+            out[names[1]] = tie[rows] if tie is not None else np.zeros(len(rows), dtype=np.int64)
+            out[names[2]] = ids[rows]
+        return out
 
     # ----
     @property
@@ -155,7 +206,8 @@ class NfaProgram(Program):
             )
             if not len(matches):
                 continue
-            out = match_rows(plan, frame, table, matches, self.id_col)
+            extra = self._order_keys(i, frame, table, matches) if i in self._skips else None
+            out = match_rows(plan, frame, table, matches, self.id_col, extra)
             if self.names is not None:
                 out.insert(0, QUERY, self.names[i])
             outs.append(out)

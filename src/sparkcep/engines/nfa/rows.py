@@ -28,9 +28,15 @@ def plan_order(plan: Plan) -> tuple[str, ...]:
 
 
 def match_rows(
-    plan: Plan, frame: pd.DataFrame, table: EventTable, matches: Matches, id_col: str
+    plan: Plan,
+    frame: pd.DataFrame,
+    table: EventTable,
+    matches: Matches,
+    id_col: str,
+    extra: dict | None = None,
 ) -> pd.DataFrame:
-    """One row per match. `frame` is the events frame `table` was built from."""
+    """One row per match. `frame` is the events frame `table` was built from; `extra`
+    adds columns (one value per match, in `matches` order)."""
     row = table.row
     time = frame[plan.options.time_col].to_numpy()
     ids = frame[id_col].to_numpy()
@@ -49,6 +55,7 @@ def match_rows(
             out[comp.var] = ids[row[pos.astype(np.int64)]]
     for col in plan.returns:
         out[col.name] = _typed(matches.values[col.name], col.kind, col.is_list)
+    out.update(extra or {})
     return sort_rows(pd.DataFrame(out), plan_order(plan))
 
 

@@ -1,0 +1,151 @@
+"""Beyond SASE in the native language: AFTER MATCH SKIP (and, below, OUTPUT TIMEOUTS and
+FUNNEL). Each is checked against its definition in docs/language.md, applied by the test
+to the brute-force oracle's matches (tests/oracle.py), on random streams and queries."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import examples, normalize, oracle_rows, rows_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import key_attributes, oracle_matches
+from strategies import events_frame, queries, streams
+
+from sparkcep import QueryError, match_local
+from sparkcep.checks import compile_one, yield_checks
+from sparkcep.language.parser import parse
+from sparkcep.plan import Options
+
+# ---- AFTER MATCH SKIP -------------------------------------------------------------------------
+
+
+def skip_selection(query: str, events: list[dict], mode: str) -> list[dict]:
+    """docs/language.md, AFTER MATCH SKIP, applied to every match the oracle finds: per
+    partition, matches in order of their first event, the longest first (latest last
+    event), then output order; a match is kept when its first event comes after the skip
+    point, which the kept match moves to its last (PAST LAST EVENT) or first event."""
+    matches = oracle_matches(query, events)
+    q = parse(query)
+    positives = [c.var for c in q.components if not c.negated]
+    tie = q.order_by[1] if len(q.order_by) > 1 else None
+    by_id = {e["id"]: e for e in events}
+
+    def event_key(ident):
+        e = by_id[ident]
+        value = e.get(tie) if tie else None
+        return (e["ts"], (0,) if value is None else (1, value), ident)
+
+    def ends(m):
+        first, last = m[positives[0]], m[positives[-1]]
+        first = first[0] if isinstance(first, list) else first
+        last = last[-1] if isinstance(last, list) else last
+        return event_key(first), event_key(last)
+
+    key = key_attributes(query)
+    ranked = list(range(len(matches)))  # the oracle's rows are in output order
+    ranked.sort(key=lambda i: ends(matches[i])[1], reverse=True)  # the longest first
+    ranked.sort(key=lambda i: (tuple(matches[i].get(k) for k in key), ends(matches[i])[0]))
+    points: dict = {}
+    kept = []
+    for i in ranked:
+        part = tuple(matches[i].get(k) for k in key)
+        first, last = ends(matches[i])
+        if part in points and first <= points[part]:
+            continue
+        kept.append(matches[i])
+        points[part] = last if mode == "PAST LAST EVENT" else first
+    return kept
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=streams(max_events=9),
+    query=queries(),
+    mode=st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]),
+)
+def test_after_match_skip_equals_its_definition(events, query, mode):
+    text = f"{query} AFTER MATCH SKIP {mode}"
+    try:
+        frame = events_frame(events)
+        got = match_local(frame, text, id_col="id")
+    except QueryError:
+        return
+    expected = skip_selection(query, events, mode)
+    cols = list(got.columns)
+    assert Counter(rows_of(got, cols)) == Counter(oracle_rows(expected, cols)), text
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=streams(max_events=9),
+    query=queries(),
+    mode=st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]),
+)
+def test_after_match_skip_passes_the_conformance_checks(events, query, mode):
+    """In batches, with stored state, with advance: the one-shot rows."""
+    frame = events_frame(events)
+    try:
+        program = compile_one(f"{query} AFTER MATCH SKIP {mode}", frame, Options(id_col="id"))
+    except QueryError:
+        return
+    for check in yield_checks(None):
+        check(program, frame)
+
+
+def test_skip_is_an_error_with_agg():
+    with pytest.raises(QueryError, match="AFTER MATCH SKIP keeps some of the matches"):
+        match_local(
+            pd.DataFrame({"type": ["A"], "ts": [1]}),
+            "PATTERN SEQ(A a, B b) AGG COUNT WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+        )
+
+
+RISING = (
+    "PATTERN SEQ(ANY+ t[]) WHERE [stock_id] AND prev(t.price) < t.price AND count(t) >= 3 "
+    "STRATEGY STRICT_CONTIGUITY WITHIN {w} RETURN count(t) AS n"
+)
+
+
+def rising_runs(trades: pd.DataFrame, window: int) -> list[tuple]:
+    """By hand: per stock, maximal runs of strictly rising prices in time order (equal
+    times ordered by row number), each cut greedily into pieces shorter than the window
+    in time; the pieces of 3 trades or more."""
+    out = []
+    for stock, part in trades.groupby("stock_id", sort=True):
+        part = part.sort_values(["time_ms", "row"], kind="stable")
+        prices, times = part["price"].to_numpy(), part["time_ms"].to_numpy()
+        i = 0
+        while i < len(part):
+            j = i
+            while j + 1 < len(part) and prices[j + 1] > prices[j] and times[j + 1] > times[j]:
+                if times[j + 1] - times[i] >= window:
+                    break
+                j += 1
+            if j - i + 1 >= 3:
+                out.append((stock, int(times[i]), int(times[j]), j - i + 1))
+            i = j + 1
+    return sorted(out)
+
+
+def test_rising_kleene_query_gives_one_row_per_run_on_the_trades(shared_data):
+    trades = pd.read_csv(
+        shared_data / "stocks" / "trades.csv.gz", header=None, nrows=30_000,
+        names=["side", "tx_id", "stock_id", "volume", "price", "time_ms"],
+    )  # fmt: skip
+    trades = trades.assign(type="T", row=np.arange(len(trades)))
+    window = 60_000  # ms
+    query = RISING.format(w=window)
+    every = match_local(trades, query, time_col="time_ms", id_col="row")
+    runs = match_local(
+        trades, query + " AFTER MATCH SKIP PAST LAST EVENT", time_col="time_ms", id_col="row"
+    )
+    expected = rising_runs(trades, window)
+    assert len(every) > len(runs)  # without SKIP, every rising part of a run is a match
+    got = sorted(
+        (r.stock_id, int(r.start), int(r.end), int(r.n)) for r in runs.itertuples(index=False)
+    )
+    assert got == expected
