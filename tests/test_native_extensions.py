@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import examples, normalize, oracle_rows, rows_of
+from helpers import examples, oracle_rows, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import key_attributes, oracle_matches

@@ -179,7 +179,6 @@ class RowPatternMatcher:
             return UNDECIDED
         if seg.candidates is not None and not seg.candidates[start]:
             return NO_MATCH  # its first two rows already rule a match out
-        op, arg = self.program.op, self.program.a
         ticks, okbits, history = seg.ticks, seg.okbits, q.history
         window, n_eval = q.window, self.n_eval
         t0 = ticks[start]
