@@ -149,3 +149,101 @@ def test_rising_kleene_query_gives_one_row_per_run_on_the_trades(shared_data):
         (r.stock_id, int(r.start), int(r.end), int(r.n)) for r in runs.itertuples(index=False)
     )
     assert got == expected
+
+
+# ---- OUTPUT TIMEOUTS -------------------------------------------------------------------------
+
+
+def _conjunct_vars(expr) -> set[str]:
+    from sparkcep.language import ast as qast
+
+    if isinstance(expr, qast.Equivalence):
+        return set()
+    return {n.var for n in qast.walk(expr) if isinstance(n, qast.AttrRef | qast.VarRef)}
+
+
+def timeouts_definition(query: str, events: list[dict]) -> list[dict]:
+    """docs/language.md, OUTPUT TIMEOUTS, from the oracle's matches of each prefix of the
+    pattern: a partial match binds the first i positives (their conditions, the negations
+    between them); one that no partial match of i + 1 positives (nor, for a Kleene Pi,
+    one with one more element) extends times out (a batch input ends past every window)."""
+    from sparkcep.language import ast as qast
+
+    q = parse(query)
+    comps = list(q.components)
+    positives = [c for c in comps if not c.negated]
+    gap, gaps = 0, {}
+    for c in comps:
+        if c.negated:
+            gaps[c.var] = gap
+        else:
+            gap += 1
+    key = key_attributes(query)
+    conjuncts = qast.conjuncts(q.where)
+    levels = []
+    for i in range(1, len(positives) + 1):
+        keep = [c for c in comps if (not c.negated and c in positives[:i]) or
+                (c.negated and 0 < gaps[c.var] < i)]  # fmt: skip
+        names = {c.var for c in keep}
+        conds = [qast.to_text(e) for e in conjuncts if _conjunct_vars(e) <= names]
+        conds += [f"[{k}]" for k in key]
+        text = "PATTERN SEQ(" + ", ".join(_component(c) for c in keep) + ")"
+        text += (" WHERE " + " AND ".join(conds)) if conds else ""
+        text += f" STRATEGY {q.strategy or 'SKIP_TILL_ANY_MATCH'}"
+        text += f" WITHIN {q.within.amount}"
+        text += " ORDER BY " + ", ".join(q.order_by) if q.order_by else ""
+        levels.append(oracle_matches(text, events))
+
+    def binding(m, i):
+        return tuple(tuple(m[c.var]) if c.kleene else m[c.var] for c in positives[:i])
+
+    out = [
+        {**m, "timeout": False, "reached": positives[-1].var} for m in oracle_matches(query, events)
+    ]
+    for i in range(1, len(positives)):
+        extended = {binding(m, i + 1)[:i] for m in levels[i]}
+        if positives[i - 1].kleene:
+            extended |= {(*binding(m, i)[:-1], binding(m, i)[-1][:-1]) for m in levels[i - 1]}
+        for m in levels[i - 1]:
+            if binding(m, i) not in extended:
+                row = {**m, "timeout": True, "reached": positives[i - 1].var}
+                row.update({c.var: [] if c.kleene else None for c in positives[i:]})
+                out.append(row)
+    return out
+
+
+def _component(c) -> str:
+    text = ("!" if c.negated else "") + (c.event_type or "ANY") + ("+" if c.kleene else "")
+    return f"{text} {c.var}" + ("[]" if c.kleene else "")
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=streams(max_events=8), query=queries())
+def test_output_timeouts_equals_its_definition(events, query):
+    text = query.split(" RETURN ")[0] + " OUTPUT TIMEOUTS"
+    try:
+        got = match_local(events_frame(events), text, id_col="id")
+    except QueryError:
+        return
+    expected = timeouts_definition(text.replace(" OUTPUT TIMEOUTS", ""), events)
+    cols = list(got.columns)
+    assert Counter(rows_of(got, cols)) == Counter(oracle_rows(expected, cols)), text
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=streams(max_events=8), query=queries())
+def test_output_timeouts_pass_the_conformance_checks(events, query):
+    frame = events_frame(events)
+    try:
+        program = compile_one(query + " OUTPUT TIMEOUTS", frame, Options(id_col="id"))
+    except QueryError:
+        return
+    for check in yield_checks(None):
+        check(program, frame)
+
+
+def test_output_timeouts_needs_a_window():
+    with pytest.raises(QueryError, match="OUTPUT TIMEOUTS needs a WITHIN window"):
+        match_local(
+            pd.DataFrame({"type": ["A"], "ts": [1]}), "PATTERN SEQ(A a, B b) OUTPUT TIMEOUTS"
+        )

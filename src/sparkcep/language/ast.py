@@ -142,6 +142,8 @@ class Query:
     aggregates: tuple[OutputItem, ...] = ()
     skip: str | None = None  # AFTER MATCH SKIP: PAST_LAST_EVENT | TO_NEXT_EVENT
     skip_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    timeouts: bool = False  # OUTPUT TIMEOUTS
+    timeouts_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -30,6 +30,7 @@ CLAUSE_FIELDS = {
     "group_clause": "GROUP BY",
     "agg_clause": "AGG",
     "skip_clause": "AFTER MATCH SKIP",
+    "timeouts_clause": "OUTPUT TIMEOUTS",
 }
 
 
@@ -195,6 +196,9 @@ class _ToAst(Transformer):
 
     def skip_clause(self, meta, children):
         return "skip_clause", _span(meta), {"skip": children[0], "skip_span": _span(meta)}
+
+    def timeouts_clause(self, meta, children):
+        return "timeouts_clause", _span(meta), {"timeouts": True, "timeouts_span": _span(meta)}
 
     def skip_past_last_event(self, meta, children):
         return "PAST_LAST_EVENT"

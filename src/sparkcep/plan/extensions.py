@@ -1,4 +1,5 @@
-"""Clauses beyond SASE in the native language (docs/language.md): AFTER MATCH SKIP.
+"""Clauses beyond SASE in the native language (docs/language.md): AFTER MATCH SKIP and
+OUTPUT TIMEOUTS.
 
 They add fields to the plan; the engines that read them say so in `reason`.
 """
@@ -18,4 +19,20 @@ class NativeExtensions:
                 "match: use one or the other",
                 q.skip_span,
             )
-        return {"skip": q.skip}
+        if q.timeouts:
+            self._check_timeouts()
+        return {"skip": q.skip, "timeouts": q.timeouts}
+
+    def _check_timeouts(self):
+        q = self.query
+        why = None
+        if q.within is None:
+            why = "needs a WITHIN window (a partial match times out when its window closes)"
+        elif q.aggregates:
+            why = "reports partial matches, and AGG aggregates complete ones: use one or the other"
+        elif q.skip is not None:
+            why = "and AFTER MATCH SKIP cannot be used together"
+        elif sum(not c.negated for c in q.components) < 2:
+            why = "needs two positive components at least (a partial match binds some of them)"
+        if why is not None:
+            raise self.error(f"OUTPUT TIMEOUTS {why}", q.timeouts_span)

@@ -143,6 +143,7 @@ class Plan:
     # twostep); None for a plain pattern query. Engines test its type in `reason`.
     spec: object | None = None
     skip: str | None = None  # AFTER MATCH SKIP: PAST_LAST_EVENT | TO_NEXT_EVENT (nfa)
+    timeouts: bool = False  # OUTPUT TIMEOUTS: partial matches whose window closed (nfa)
 
     @property
     def name(self) -> str | None:

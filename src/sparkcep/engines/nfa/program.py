@@ -17,6 +17,7 @@ from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
 from sparkcep.engines.nfa.skip import FIRST, HIDDEN, LAST, PLAN, AfterMatchSkip, prune_points
+from sparkcep.engines.nfa.timeouts import timeout_rows
 from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.plan import STRATEGIES
@@ -64,9 +65,13 @@ class NfaProgram(Program):
 
     @property
     def reach(self) -> tuple[int | None, int | None]:
-        if self._skips:  # which matches are kept depends on the ones before: no ranges
+        if self._skips or self._timeouts:  # they depend on what came before: no ranges
             return None, None
         return super().reach
+
+    @property
+    def _timeouts(self) -> list[int]:
+        return [i for i, p in enumerate(self.plans) if p.timeouts]
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -117,6 +122,8 @@ class NfaProgram(Program):
             starts = np.ones(len(frame), dtype=bool)
             starts[frame[NEW].to_numpy()] = owned
         out = self._match(frame, frame[NEW].to_numpy(), (previous, state.latest), starts)
+        if self._timeouts:
+            out = self._with_timeouts(out, frame, previous, state.latest)
         self._prune(state, frame.drop(columns=[NEW]))
         return self._skipped(state, out, state.latest + 1 if state.latest is not None else None)
 
@@ -128,15 +135,44 @@ class NfaProgram(Program):
         out = self.empty(state.buffer)
         if self._trailing and len(state.buffer):
             out = self._match(state.buffer, None, (state.latest, to), None)
+        if self._timeouts and len(state.buffer):
+            out = self._with_timeouts(out, state.buffer, state.latest, to)
         state.latest = to
         self._prune(state, state.buffer)
         return self._skipped(state, out, to)
 
     def flush(self, state: NfaState) -> pd.DataFrame:
-        if state.buffer is None or not len(state.buffer) or not self._trailing:
-            return self._skipped(state, self.empty(state.buffer), None, final=True)
-        out = self._match(state.buffer, None, (state.latest, None), None)
+        out = self.empty(state.buffer)
+        if state.buffer is not None and len(state.buffer):
+            if self._trailing:
+                out = self._match(state.buffer, None, (state.latest, None), None)
+            if self._timeouts:
+                out = self._with_timeouts(out, state.buffer, state.latest, None)
         return self._skipped(state, out, None, final=True)
+
+    # ---- OUTPUT TIMEOUTS
+    def _with_timeouts(self, out: pd.DataFrame, frame, after, upto) -> pd.DataFrame:
+        """`out` and the partial matches that timed out in (after, upto] (timeouts.py)."""
+        frame = frame.drop(columns=[NEW], errors="ignore")
+        mask = self.mask(frame)
+        parts = [out]
+        for i in self._timeouts:
+            plan = self.plans[i]
+            table = build_table(
+                frame,
+                mask=self.signatures.plan_mask(plan, mask),
+                segment_cols=self.segments_of(frame),
+                time_col=self.options.time_col,
+                tiebreak=self.tiebreak,
+                attributes=plan.engine_attributes(),
+                keep_unmatched=plan.strategy == "STRICT_CONTIGUITY",
+            )
+            rows = timeout_rows(plan, frame, table, after, upto, self.id_col or "")
+            if len(rows) and self.names is not None:
+                rows.insert(0, QUERY, self.names[i])
+            parts.append(rows)
+        result = self.concat(parts, frame)
+        return sort_rows(result, self.order) if len(result) > 1 else result
 
     def is_empty(self, state: NfaState) -> bool:
         no_skips = (state.held is None or not len(state.held)) and not any(state.points.values())

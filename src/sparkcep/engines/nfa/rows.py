@@ -20,6 +20,8 @@ def plan_output(plan: Plan, id_col: str) -> tuple[OutputColumn, ...]:
     cols += [OutputColumn(k, like=k) for k in plan.key]
     cols += [OutputColumn(c.var, is_list=c.kleene, like=id_col) for c in plan.positives]
     cols += [OutputColumn(r.name, r.kind, r.is_list) for r in plan.returns]
+    if plan.timeouts:  # OUTPUT TIMEOUTS (timeouts.py)
+        cols += [OutputColumn("timeout", "bool"), OutputColumn("reached", "string")]
     return tuple(cols)
 
 
@@ -56,6 +58,9 @@ def match_rows(
     for col in plan.returns:
         out[col.name] = _typed(matches.values[col.name], col.kind, col.is_list)
     out.update(extra or {})
+    if plan.timeouts:  # a complete match (timeouts.py)
+        out["timeout"] = pd.array([False] * len(matches), dtype="boolean")
+        out["reached"] = plan.positives[-1].var
     return sort_rows(pd.DataFrame(out), plan_order(plan))
 
 
