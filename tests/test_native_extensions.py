@@ -247,3 +247,122 @@ def test_output_timeouts_needs_a_window():
         match_local(
             pd.DataFrame({"type": ["A"], "ts": [1]}), "PATTERN SEQ(A a, B b) OUTPUT TIMEOUTS"
         )
+
+
+# ---- FUNNEL ------------------------------------------------------------------------------------
+
+
+@st.composite
+def funnel_queries(draw) -> str:
+    n = draw(st.integers(1, 4))
+    steps = [draw(st.sampled_from(["A", "B", "C", "ANY"])) + f" s{i}" for i in range(n)]
+    conds = []
+    if draw(st.booleans()):
+        conds.append("[k]")
+    for i in range(n):
+        if draw(st.integers(0, 3)) == 0:
+            conds.append(
+                f"s{i}.v {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(1, 3))}"
+            )
+    text = f"FUNNEL SEQ({', '.join(steps)})"
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    text += f" WITHIN {draw(st.integers(1, 8))}"
+    if draw(st.integers(0, 3)) == 0:
+        text += " ORDER BY ts, seq"
+    return text
+
+
+def funnel_definition(query: str, events: list[dict]) -> list[dict]:
+    """docs/language.md, FUNNEL: per key and step i, a row at the earliest time a chain of
+    events of steps 1..i (in order, conditions held, within the window) completes: the
+    earliest end among the oracle's matches of SEQ(s1, ..., si)."""
+    q = parse(query)
+    key = key_attributes(query)
+    where = query.split(" WHERE ")[1].split(" WITHIN ")[0] if " WHERE " in query else ""
+    conds = [c for c in where.split(" AND ") if c]
+    tail = query[query.index(" WITHIN ") :]
+    rows = []
+    for i, comp in enumerate(q.components, start=1):
+        names = {c.var for c in q.components[:i]}
+        mine = [c for c in conds if c.startswith("[") or c.split(".")[0] in names]
+        mine += [f"[{k}]" for k in key if f"[{k}]" not in mine]
+        text = f"PATTERN SEQ({', '.join(_component(c) for c in q.components[:i])})"
+        text += (" WHERE " + " AND ".join(mine)) if mine else ""
+        earliest: dict = {}
+        for m in oracle_matches(text + tail, events):
+            part = tuple(m[k] for k in key)
+            earliest[part] = min(earliest.get(part, m["end"]), m["end"])
+        for part, end in earliest.items():
+            rows.append({**dict(zip(key, part)), "step": i, "reached": comp.var, "ts": end})
+    return rows
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=streams(max_events=10), query=funnel_queries())
+def test_funnel_equals_its_definition(events, query):
+    from sparkcep import run_local
+
+    got = run_local(events_frame(events), query, id_col="id").matches
+    cols = list(got.columns)
+    assert Counter(rows_of(got, cols)) == Counter(
+        oracle_rows(funnel_definition(query, events), cols)
+    )
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=streams(max_events=10), query=funnel_queries())
+def test_funnel_passes_the_conformance_checks(events, query):
+    frame = events_frame(events)
+    program = compile_one(query, frame, Options(id_col="id"))
+    for check in yield_checks(None):
+        check(program, frame)
+
+
+def test_funnel_tables_and_errors():
+    from sparkcep import funnel_local
+
+    clicks = pd.DataFrame(
+        {
+            "user": ["a", "a", "a", "b", "b", "c", "c"],
+            "type": ["visit", "cart", "pay", "visit", "pay", "cart", "visit"],
+            "ts": [1, 2, 3, 1, 2, 1, 9],
+        }
+    )
+    per_key, per_step = funnel_local(
+        clicks, "FUNNEL SEQ(visit v, cart c, pay p) WHERE [user] WITHIN 5"
+    )
+    # a: all three; b: a visit, no cart; c: a cart before its visit, so the visit only
+    assert per_key.values.tolist() == [["a", 3, "p"], ["b", 1, "v"], ["c", 1, "v"]]
+    assert per_step["keys"].tolist() == [3, 1, 1]
+    for bad, message in (
+        ("FUNNEL SEQ(visit v, !cart c, pay p) WHERE [user] WITHIN 5", "no negation"),
+        ("FUNNEL SEQ(visit v, pay p) WHERE [user]", "needs a WITHIN"),
+        ("FUNNEL SEQ(visit v, pay p) WHERE [user] AND p.ts > v.ts WITHIN 5", "about one step"),
+    ):
+        with pytest.raises(QueryError, match=message):
+            funnel_local(clicks, bad)
+
+
+# ---- on a stream: the batch rows ----------------------------------------------------------------
+
+STREAMED = [
+    "PATTERN SEQ(A a, B+ b[]) WHERE [k] AND prev(b.v) <= b.v STRATEGY SKIP_TILL_NEXT_MATCH "
+    "WITHIN 400 ms AFTER MATCH SKIP PAST LAST EVENT",
+    "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 300 ms OUTPUT TIMEOUTS",
+    "FUNNEL SEQ(A a, B b, C c, D d) WHERE [k] WITHIN 500 ms",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", STREAMED, ids=["skip", "timeouts", "funnel"])
+def test_streaming_equals_batch(spark, tmp_path, query):
+    from test_streaming import batch_rows, canonical, events, read_rows, run_stream, write_files
+
+    frame = events(400, seed=13)
+    write_files(frame, tmp_path / "in", parts=4)
+    _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
+    expected = batch_rows(frame, query)
+    assert len(expected) > 0
+    assert canonical(read_rows(tmp_path / "out")) == canonical(expected)
+    assert writer.totals["late"] == 0

@@ -32,6 +32,8 @@ __all__ = [
     "aggregate_local",
     "analyze",
     "explain",
+    "funnel",
+    "funnel_local",
     "match",
     "match_local",
     "match_recognize",
@@ -144,6 +146,25 @@ def explain(
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
     )  # fmt: skip
     return explain_queries(queries, _schema(data), options)
+
+
+def funnel_local(events, query: str, **options):
+    """A FUNNEL query over a pandas DataFrame: (per key, its furthest step; per step, the
+    number of keys that reached it). `options` are those of `run_local`."""
+    from sparkcep.engines.funnel.report import funnel_tables
+
+    run = run_local(events, query, **options)
+    return funnel_tables(run.matches, run.programs[0])
+
+
+def funnel(df, query: str, **options):
+    """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
+    number of keys that reached it), as Spark DataFrames."""
+    from sparkcep.engines.funnel.report import funnel_tables_spark
+    from sparkcep.runners.spark import run
+
+    result = run(df, query, **options)
+    return funnel_tables_spark(result.unordered, result.programs[0])
 
 
 def match_recognize(

@@ -350,6 +350,7 @@ def _load_engines() -> None:
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
     import sparkcep.engines.aseq
     import sparkcep.engines.match_recognize  # noqa: F401
+    import sparkcep.engines.funnel  # noqa: F401
 
 
 def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray:

@@ -144,6 +144,7 @@ class Query:
     skip_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     timeouts: bool = False  # OUTPUT TIMEOUTS
     timeouts_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    funnel: bool = False  # FUNNEL SEQ(...) instead of PATTERN
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

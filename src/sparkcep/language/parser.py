@@ -126,6 +126,13 @@ class _ToAst(Transformer):
     def pattern_clause(self, meta, children):
         return children[0]
 
+    def funnel_clause(self, meta, children):
+        return children[0]
+
+    def funnel_query(self, meta, children):
+        query = self.query(meta, children)
+        return ast.Query(**{**query.__dict__, "funnel": True})
+
     def seq(self, meta, children):
         return tuple(children)
 

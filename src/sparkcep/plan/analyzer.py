@@ -140,7 +140,7 @@ class _Analyzer(TypeChecker, AggregateClauses, NativeExtensions):
         )
         self._check_edge_negations(negations, window)
         returns = self._returns()
-        spec = self._aggregate_spec()
+        spec = self._aggregate_spec() or self._funnel_spec()
         if window is None:
             self.warnings.append(
                 "the query has no WITHIN window: state is not bounded, and without a key "

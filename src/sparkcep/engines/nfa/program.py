@@ -186,7 +186,7 @@ class NfaProgram(Program):
         mine = rows[PLAN].notna().to_numpy() if PLAN in rows.columns else np.zeros(len(rows), bool)
         held = rows[mine]
         if state.held is not None and len(state.held):
-            held = pd.concat([state.held, held], ignore_index=True)
+            held = pd.concat([_as_lists(state.held), held], ignore_index=True)
         kept, waiting = [rows[~mine].drop(columns=list(HIDDEN), errors="ignore")], []
         for i, skip in self._skips.items():
             candidates = held[held[PLAN] == i] if PLAN in held.columns else held.iloc[:0]
@@ -259,6 +259,15 @@ class NfaProgram(Program):
             return
         ticks = frame_ticks(frame, self.options.time_col)
         state.buffer = frame[ticks > state.latest - max(windows)].reset_index(drop=True)
+
+
+def _as_lists(frame: pd.DataFrame) -> pd.DataFrame:
+    """Kleene id columns as lists again (stored state reads them back as arrays)."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object and any(isinstance(v, np.ndarray) for v in out[col]):
+            out[col] = [v.tolist() if isinstance(v, np.ndarray) else v for v in out[col]]
+    return out
 
 
 STRATEGY_WORDS = {
