@@ -349,7 +349,7 @@ def _load_engines() -> None:
         return
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
     import sparkcep.engines.aseq
-    import sparkcep.engines.match_recognize  # noqa: F401
+    import sparkcep.engines.match_recognize
     import sparkcep.engines.funnel  # noqa: F401
 
 
