@@ -374,6 +374,10 @@ def test_spark_equals_local(spark, query):
     assert list(got.columns) == list(local.columns)
     assert plain(got, list(got.columns)) == plain(local, list(local.columns))
     layout = execute(sdf, query, query_options(query, Options())).layout
-    expected = {"partitioned": "partitioned by sym", "ranges": "time ranges", "one": "one partition"}
+    expected = {
+        "partitioned": "partitioned by sym",
+        "ranges": "time ranges",
+        "one": "one partition",
+    }
     kind = "partitioned" if "PARTITION" in query else "ranges" if "NEXT ROW" in query else "one"
     assert expected[kind] in layout

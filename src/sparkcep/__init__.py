@@ -151,7 +151,7 @@ def explain(
 def funnel_local(events, query: str, **options):
     """A FUNNEL query over a pandas DataFrame: (per key, its furthest step; per step, the
     number of keys that reached it). `options` are those of `run_local`."""
-    from sparkcep.engines.funnel.report import funnel_tables
+    from sparkcep.funnels import funnel_tables
 
     run = run_local(events, query, **options)
     return funnel_tables(run.matches, run.programs[0])
@@ -160,7 +160,7 @@ def funnel_local(events, query: str, **options):
 def funnel(df, query: str, **options):
     """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
     number of keys that reached it), as Spark DataFrames."""
-    from sparkcep.engines.funnel.report import funnel_tables_spark
+    from sparkcep.funnels import funnel_tables_spark
     from sparkcep.runners.spark import run
 
     result = run(df, query, **options)

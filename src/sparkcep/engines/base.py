@@ -343,10 +343,14 @@ def compile_jobs(
     ]
 
 
+_LOADED: list[bool] = []  # (an engine package imported directly registers only itself)
+
+
 def _load_engines() -> None:
     """Import the engine packages (each registers itself)."""
-    if ENGINES:
+    if _LOADED:
         return
+    _LOADED.append(True)
     import sparkcep.engines.nfa  # noqa: I001  (registration order: nfa, aseq, twostep)
     import sparkcep.engines.aseq
     import sparkcep.engines.match_recognize

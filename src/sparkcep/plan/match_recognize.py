@@ -147,7 +147,9 @@ class _MrAnalyzer:
         )  # fmt: skip
         if not q.partition_by and (window is None or not rangeable(spec)):
             why = (
-                "" if window is None else " (time ranges would not be exact: only with AFTER "
+                ""
+                if window is None
+                else " (time ranges would not be exact: only with AFTER "
                 "MATCH SKIP TO NEXT ROW and no MATCH_NUMBER, PREV, NEXT, ^ or $ does each "
                 "row's match not depend on rows before its window)"
             )

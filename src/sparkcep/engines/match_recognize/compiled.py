@@ -18,17 +18,39 @@ from sparkcep.language import match_recognize as mr
 
 @dataclass
 class Segment:
-    """One partition's rows at hand, as the matcher reads them."""
+    """One partition's rows at hand, as the matcher reads them: rows `lo` .. `n` - 1 of
+    lists that may hold other partitions too."""
 
     cols: dict[str, list]  # column -> values (nulls None, timestamps in microseconds)
-    n: int
+    n: int  # the end of the partition's rows
     ticks: list[int]
     okbits: list[int]  # per row, bit v set when variable v's row-local conditions hold
-    offset: int  # the partition index of row 0 (rows before it were dropped)
-    final: bool  # no more rows will come (the partition ends after row n - 1)
+    base: int  # the partition's index of row i is base + i (rows before lo were dropped)
+    final: bool  # no more rows will come (the partition ends at row n - 1)
     horizon: int | None = None  # no row will come with a time before this
     candidates: list[bool] | None = None  # rows whose first two rows allow a match
     next_candidate: list[int] | None = None  # per row, the first candidate at or after it
+    lo: int = 0
+
+
+@dataclass
+class Rows:
+    """Every partition's rows at hand, prepared at once (numpy across partitions)."""
+
+    cols: dict[str, list]
+    ticks: list[int]
+    okbits: list[int]
+    final: bool
+    horizon: int | None
+    candidates: list[bool] | None
+    next_candidate: list[int] | None
+
+    def part(self, lo: int, hi: int, offset: int) -> Segment:
+        """The partition of rows lo .. hi - 1, whose row lo is its `offset`-th row."""
+        return Segment(
+            self.cols, hi, self.ticks, self.okbits, offset - lo, self.final, self.horizon,
+            self.candidates, self.next_candidate, lo,
+        )  # fmt: skip
 
 
 class CompiledQuery:
@@ -113,39 +135,49 @@ class CompiledQuery:
             visit(expr)
         return navs, needs_history
 
-    def segment(
-        self, columns: dict, ticks, *, offset: int, final: bool, horizon: int | None = None
-    ) -> Segment:
-        """The matcher's view of one partition's rows (`columns`: Vec or sequences)."""
+    def rows(
+        self, columns: dict, ticks, segment: np.ndarray, *, final: bool, horizon: int | None = None
+    ) -> Rows:
+        """The matcher's view of the rows of one or more partitions (`columns`: Vec or
+        sequences; `segment`: each row's partition number, nondecreasing)."""
         vecs = {name: _vec(col) for name, col in columns.items()}
         n = len(ticks)
         okbits = np.zeros(n, dtype=np.int64)
         for label, conjuncts in enumerate(self.row_local):
             ok = np.ones(n, dtype=bool)
             for conjunct in conjuncts:
-                ok &= self.compiler.vector(conjunct, label, vecs, n).truth()
+                ok &= self.compiler.vector(conjunct, label, vecs, segment).truth()
             okbits |= ok.astype(np.int64) << label
-        cols = {name: vec.to_list() for name, vec in vecs.items()}
-        n_eval = n if final else n - self.lookahead
-        found = self._candidates(okbits, n_eval, offset)
+        found = self._candidates(okbits, segment, final)
         following = None
         if found is not None:
             nearest = np.full(n + 1, n, dtype=np.int64)
             nearest[np.flatnonzero(found)] = np.flatnonzero(found)
             following = np.minimum.accumulate(nearest[::-1])[::-1].tolist()
             found = found.tolist()
-        return Segment(
-            cols, n, np.asarray(ticks, dtype=np.int64).tolist(), okbits.tolist(), offset,
-            final, horizon, found, following,
+        return Rows(
+            {name: vec.to_list() for name, vec in vecs.items()},
+            np.asarray(ticks, dtype=np.int64).tolist(), okbits.tolist(), final, horizon, found,
+            following,
         )  # fmt: skip
 
-    def _candidates(self, okbits: np.ndarray, n_eval: int, offset: int) -> np.ndarray | None:
+    def segment(
+        self, columns: dict, ticks, *, offset: int, final: bool, horizon: int | None = None
+    ) -> Segment:
+        """One partition's rows (`columns`: Vec or sequences), row 0 its `offset`-th."""
+        rows = self.rows(
+            columns, ticks, np.zeros(len(ticks), np.int64), final=final, horizon=horizon
+        )
+        return rows.part(0, len(ticks), offset)
+
+    def _candidates(self, okbits: np.ndarray, segment: np.ndarray, final: bool):
         """Rows where a match may start, by what it needs of its first two rows (a
         necessary condition: DEFINE's other conditions and the window come later)."""
         if self._steps is None:
             return None
         n = len(okbits)
-        following = np.r_[okbits[1:], np.zeros(1, dtype=np.int64)] if n else okbits
+        same = np.r_[segment[1:] == segment[:-1], False] if n else np.zeros(0, bool)
+        following = np.where(same, np.r_[okbits[1:], 0] if n else okbits, 0)
         found = np.zeros(n, dtype=bool)
         for label, seconds, may_end in self._steps:
             here = ((okbits >> label) & 1).astype(bool)
@@ -154,9 +186,12 @@ class CompiledQuery:
             else:
                 wanted = sum(1 << s for s in set(seconds))
                 found |= here & ((following & wanted) != 0)
-        found[max(0, n_eval - 1) :] = True  # the second row is not at hand: try
-        if offset == 0 and n:
-            found[0] = True  # the partition's first row (^)
+        if n:
+            ends = np.flatnonzero(np.r_[segment[1:] != segment[:-1], True])
+            to_end = np.repeat(ends, np.diff(np.r_[-1, ends])) - np.arange(n) + 1
+            if not final:  # the rows after it are not all at hand: try
+                found |= to_end <= self.lookahead + 1
+            found |= np.r_[True, segment[1:] != segment[:-1]]  # a partition's first row (^)
         return found
 
 

@@ -9,7 +9,8 @@ row. MEASURES are closures over a view of the complete match.
 
 A view answers: `nav(kind, S, n, upto)` (the n-th first or last row mapped to a variable
 in S among rows up to `upto`, with its label), `label_at(pos, upto)`, `aggregate(i,
-upto)`, `mn` (MATCH_NUMBER), `cols` (the partition's columns as lists, nulls as None).
+upto)`, `mn` (MATCH_NUMBER), `cols` (the columns as lists, nulls as None) and the
+partition's rows `lo` .. `n` - 1 in them.
 Values follow SQL: nulls propagate, comparisons with a null are unknown, AND/OR are
 three-valued, `x / 0` and `x % 0` are null, `/` divides exactly, `%` keeps the sign of
 the dividend.
@@ -146,9 +147,9 @@ def agg_value(func: str, state):
 class MatchView:
     """A complete (or prefix of a) match: rows start..end of a partition with their labels."""
 
-    def __init__(self, cols, n, labels: list[int], start: int, mn: int, aggs):
-        self.cols = cols
-        self.n = n
+    def __init__(self, seg, labels: list[int], start: int, mn: int, aggs):
+        self.cols = seg.cols
+        self.lo, self.n = seg.lo, seg.n
         self.labels = labels
         self.start = start
         self.end = start + len(labels) - 1
@@ -214,8 +215,8 @@ class MatchView:
 class EmptyView:
     """An empty match: every reference and navigation is null, aggregates are over no row."""
 
-    def __init__(self, cols, n, mn: int, aggs):
-        self.cols, self.n, self.mn, self._aggs = cols, n, mn, aggs
+    def __init__(self, seg, mn: int, aggs):
+        self.cols, self.lo, self.n, self.mn, self._aggs = seg.cols, seg.lo, seg.n, mn, aggs
         self.start = self.end = self.cur = -1
 
     def nav(self, kind, members, n, upto):
@@ -309,7 +310,7 @@ class ExpressionCompiler:
             if hit is None:
                 return None
             pos = hit[0] + step
-            if pos < 0 or pos >= v.n:
+            if pos < v.lo or pos >= v.n:  # beyond the partition
                 return None
             return inner(v, pos, hit[1] if step == 0 else UNKNOWN, upto)
 
@@ -399,22 +400,24 @@ class ExpressionCompiler:
             return self.row_local(expr.arg, label, shift + step)
         return all(self.row_local(c, label, shift) for c in mr.children(expr))
 
-    def vector(self, expr: ast.Expr, label: int, columns: dict[str, Vec], n: int, shift=0) -> Vec:
-        """A row-local expression for every row (`columns`: the partition's columns)."""
+    def vector(self, expr: ast.Expr, label: int, columns: dict[str, Vec], seg, shift=0) -> Vec:
+        """A row-local expression for every row (`columns`; `seg`: each row's partition
+        number, so that PREV and NEXT stay within it)."""
+        n = len(seg)
         if isinstance(expr, ast.Literal):
             return _constant(expr.value, n)
         if isinstance(expr, mr.Column):
-            return _shifted(columns[expr.name], shift)
+            return _shifted(columns[expr.name], shift, seg)
         if isinstance(expr, mr.Classifier):
             return _constant(self.variables[label], n)
         if isinstance(expr, mr.Nav):
             if expr.func == "last":
-                return self.vector(expr.arg, label, columns, n, shift)
+                return self.vector(expr.arg, label, columns, seg, shift)
             step = -expr.offset if expr.func == "prev" else expr.offset
-            return self.vector(expr.arg, label, columns, n, shift + step)
+            return self.vector(expr.arg, label, columns, seg, shift + step)
         if isinstance(expr, ast.BinOp):
-            left = self.vector(expr.left, label, columns, n, shift)
-            right = self.vector(expr.right, label, columns, n, shift)
+            left = self.vector(expr.left, label, columns, seg, shift)
+            right = self.vector(expr.right, label, columns, seg, shift)
             if expr.op in ("and", "or"):
                 return _logic(expr.op, left, right)
             null = _or(left.null, right.null)
@@ -424,22 +427,22 @@ class ExpressionCompiler:
                 return Vec(values, null)
             return _arithmetic(expr.op, left, right, null)
         if isinstance(expr, ast.Not):
-            inner = self.vector(expr.operand, label, columns, n, shift)
+            inner = self.vector(expr.operand, label, columns, seg, shift)
             return Vec(~inner.values.astype(bool), inner.null)
         if isinstance(expr, ast.Negate):
-            inner = self.vector(expr.operand, label, columns, n, shift)
+            inner = self.vector(expr.operand, label, columns, seg, shift)
             return Vec(-inner.values, inner.null)
         if isinstance(expr, mr.IsNull):
-            inner = self.vector(expr.operand, label, columns, n, shift)
+            inner = self.vector(expr.operand, label, columns, seg, shift)
             nulls = inner.nulls()
             return Vec(~nulls if expr.negated else nulls.copy())
         if isinstance(expr, ast.InList):
-            return _vector_in(self.vector(expr.operand, label, columns, n, shift), expr)
+            return _vector_in(self.vector(expr.operand, label, columns, seg, shift), expr)
         if isinstance(expr, ast.Call) and expr.name == "abs":
-            inner = self.vector(expr.args[0], label, columns, n, shift)
+            inner = self.vector(expr.args[0], label, columns, seg, shift)
             return Vec(np.abs(inner.values), inner.null)
         if isinstance(expr, ast.Call) and expr.name == "coalesce":
-            parts = [self.vector(a, label, columns, n, shift) for a in expr.args]
+            parts = [self.vector(a, label, columns, seg, shift) for a in expr.args]
             return _vector_coalesce(parts)
         raise TypeError(f"not a row-local expression: {expr!r}")
 
@@ -485,27 +488,17 @@ def _constant(value, n: int) -> Vec:
     return Vec(np.full(n, value, dtype=np.float64))
 
 
-def _shifted(col: Vec, shift: int) -> Vec:
-    """Row i gets row i + shift's value; rows beyond either end are null."""
+def _shifted(col: Vec, shift: int, seg: np.ndarray) -> Vec:
+    """Row i gets row i + shift's value; rows beyond their partition get null."""
     n = len(col)
     if shift == 0:
         return col
-    values = np.empty_like(col.values)
-    null = np.ones(n, dtype=bool)
-    src = col.nulls()
-    if abs(shift) < n:
-        if shift > 0:
-            values[: n - shift] = col.values[shift:]
-            null[: n - shift] = src[shift:]
-            values[n - shift :] = col.values[:1].repeat(shift) if n else values[n - shift :]
-        else:
-            k = -shift
-            values[k:] = col.values[: n - k]
-            null[k:] = src[: n - k]
-            values[:k] = col.values[:1].repeat(k) if n else values[:k]
-    elif n:
-        values[:] = col.values[0]
-    return Vec(values, null)
+    src = np.arange(n) + shift
+    inside = (src >= 0) & (src < n)
+    src = np.clip(src, 0, max(n - 1, 0))
+    inside &= seg[src] == seg if n else inside
+    values = col.values[src] if n else col.values
+    return Vec(values, ~inside | col.nulls()[src] if n else np.zeros(0, bool))
 
 
 def _vector_in(inner: Vec, expr: ast.InList) -> Vec:

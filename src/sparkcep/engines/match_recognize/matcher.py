@@ -21,7 +21,7 @@ The V-shape of Trino's documentation, on one customer's order prices:
 >>> from sparkcep.plan.match_recognize import analyze_match_recognize
 >>> from sparkcep.plan import Options
 >>> plan = analyze_match_recognize('''SELECT * FROM orders MATCH_RECOGNIZE (
-...   ORDER BY ts PATTERN (A B+ C+ D+) SUBSET U = (C, D)
+...   ORDER BY ts MEASURES LAST(U.totalprice) AS top PATTERN (A B+ C+ D+) SUBSET U = (C, D)
 ...   DEFINE B AS totalprice < PREV(totalprice),
 ...          C AS totalprice > PREV(totalprice) AND totalprice <= A.totalprice,
 ...          D AS totalprice > PREV(totalprice))''', None, Options())
@@ -58,11 +58,11 @@ class TooManyThreads(SparkcepError):
 class FeatureView:
     """A thread's match so far, with row `cur` mapped to `label`, as DEFINE sees it."""
 
-    __slots__ = ("cols", "cur", "feat", "hist", "label", "layout", "mn", "n", "start")
+    __slots__ = ("cols", "cur", "feat", "hist", "label", "layout", "lo", "mn", "n", "start")
 
     def __init__(self, segment, layout, thread, cur: int, label: int, start: int, mn: int):
         self.cols = segment.cols
-        self.n = segment.n
+        self.lo, self.n = segment.lo, segment.n
         self.layout = layout
         self.feat = thread[2]
         self.hist = thread[1]
@@ -252,9 +252,10 @@ class RowPatternMatcher:
 
     def _table(self, index: int) -> list:
         seg = self.seg
+        at_start = seg.base + index == 0  # the partition's first row
         if index < seg.n:
-            return self.program.table(seg.offset + index == 0, False)
-        return self.program.table(seg.offset + index == 0, True if seg.final else None)
+            return self.program.table(at_start, False)
+        return self.program.table(at_start, True if seg.final else None)
 
     def _out_of_window(self, current, best):
         """Row j is beyond the window: threads waiting for a row die."""

@@ -152,77 +152,73 @@ class MrProgram(Program):
 
     # ---- the scan
     def _scan(self, state: MrState, frame: pd.DataFrame, final: bool) -> pd.DataFrame:
-        seg_cols = self.segments_of(frame)
+        q, seg_cols = self.query, self.segments_of(frame)
         horizon = state.horizon
         if state.latest is not None:
             horizon = max(horizon or state.latest + 1, state.latest + 1)
+        bounds = _segment_bounds(frame, seg_cols)
+        lengths = [hi - lo for lo, hi in bounds]
+        segment = np.repeat(np.arange(len(bounds)), lengths)
+        vecs = {c: column_vec(frame[c]) for c in q.columns}
+        ticks = frame_ticks(frame, self.options.time_col)
+        rows = q.rows(vecs, ticks, segment, final=final, horizon=horizon)
+        marks = Marks(frame)
         known = _segment_states(state.segments, seg_cols)
-        outs, kept = [], []
-        for lo, hi in _segment_bounds(frame, seg_cols):
-            rows = frame.iloc[lo:hi].reset_index(drop=True)
-            key = tuple(rows[c].iloc[0] for c in seg_cols)
+        key_values = [frame[c].tolist() for c in seg_cols]
+        collector = RowCollector(q)
+        for lo, hi in bounds:
+            key = tuple(values[lo] for values in key_values)
             offset, mn = known.get(key, (0, 0))
-            out, keep, offset, mn = self._scan_segment(rows, offset, mn, final, horizon)
-            if out is not None:
-                outs.append(out)
-            if len(keep):
-                kept.append(keep)
-            known[key] = (offset, mn)
-        state.buffer = pd.concat(kept, ignore_index=True) if kept else None
+            pos, mn = self._scan_segment(rows.part(lo, hi, offset), marks, mn, collector)
+            keep_from = hi if final else max(lo, pos - q.lookback)
+            marks.keep(keep_from, pos, hi)
+            known[key] = (offset + keep_from - lo, mn)
+        state.buffer = marks.kept(frame)
         if self.query.needs_partition_history:
             state.segments = _segments_frame(known, seg_cols, frame)
-        result = self.concat(outs, frame)
+        result = collector.frame(frame) if len(collector) else self.empty(frame)
         if self.names is not None and len(result):
             result.insert(0, QUERY, self.names[0])
         return result
 
-    def _scan_segment(self, rows: pd.DataFrame, offset: int, mn: int, final: bool, horizon):
-        q, spec = self.query, self.spec
-        cols = {c: column_vec(rows[c]) for c in q.columns}
-        ticks = frame_ticks(rows, self.options.time_col)
-        seg = q.segment(cols, ticks, offset=offset, final=final, horizon=horizon)
-        matcher = RowPatternMatcher(q, seg)
-        n = len(rows)
-        pos = int(rows[CTX].to_numpy(dtype=bool).sum())
-        covered = rows[COV].to_numpy(dtype=bool).copy()
-        owned = rows[OWN].to_numpy(dtype=bool)
+    def _scan_segment(self, seg, marks: Marks, mn: int, collector: RowCollector):
+        """Attempts from the partition's first row not yet passed; returns where the scan
+        stopped (an undecided attempt, or the end) and the match count."""
+        spec = self.spec
+        matcher = RowPatternMatcher(self.query, seg)
+        covered, owned = marks.covered, marks.owned
+        pos = seg.lo + marks.context(seg.lo, seg.n)
         unmatched = spec.rows == "all" and spec.empty == "unmatched"
         show_empty = spec.rows == "one" or spec.empty != "omit"
-        collector = RowCollector(q, seg)
         following = seg.next_candidate
-        while pos < n:
+        while pos < seg.n:
             if following is not None and following[pos] > pos:  # no match can start here
-                for p in range(pos, following[pos]) if unmatched else ():
+                stop = min(following[pos], seg.n)
+                for p in range(pos, stop) if unmatched else ():
                     if not covered[p] and owned[p]:
-                        collector.add(UNMATCHED, p)
-                pos = following[pos]
+                        collector.add(seg, UNMATCHED, p)
+                pos = stop
                 continue
             result = matcher.attempt(pos, mn + 1)
             if result is UNDECIDED:
                 break
             if result is NO_MATCH:
                 if unmatched and not covered[pos] and owned[pos]:
-                    collector.add(UNMATCHED, pos)
+                    collector.add(seg, UNMATCHED, pos)
                 pos += 1
                 continue
             labels, bounds = result
             mn += 1
             if not labels:
                 if show_empty and owned[pos]:
-                    collector.add(EMPTY, pos, mn=mn)
+                    collector.add(seg, EMPTY, pos, mn=mn)
                 pos += 1
                 continue
-            end = pos + len(labels) - 1
             if owned[pos]:
-                collector.add(MATCH, pos, labels, bounds, mn)
-            covered[pos : end + 1] = True
-            pos = self._skip(pos, labels, rows)
-        out = collector.frame(rows) if len(collector) else None
-        keep_from = n if final else max(0, pos - q.lookback)
-        keep = rows.iloc[keep_from:].copy()
-        keep[CTX] = np.arange(keep_from, n) < pos
-        keep[COV] = covered[keep_from:]
-        return out, keep.reset_index(drop=True), offset + keep_from, mn
+                collector.add(seg, MATCH, pos, labels, bounds, mn)
+            covered[pos : pos + len(labels)] = True
+            pos = self._skip(pos, labels, marks.frame)
+        return pos, mn
 
     def _skip(self, start: int, labels: list[int], rows: pd.DataFrame) -> int:
         skip = self.spec.skip
@@ -253,6 +249,35 @@ class MrProgram(Program):
             keys = ", ".join(f"{c} = {rows[c].iloc[first]}" for c in self.spec.partition)
             text += f" ({keys})"
         return text
+
+
+class Marks:
+    """Per row of the frame being scanned: context (kept for PREV only), covered (in a
+    match found), owned (may anchor output); and which rows the state keeps."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.ctx = frame[CTX].to_numpy(dtype=bool)
+        self.covered = frame[COV].to_numpy(dtype=bool).copy()
+        self.owned = frame[OWN].to_numpy(dtype=bool)
+        self._keep = np.zeros(len(frame), dtype=bool)
+        self._ctx = np.zeros(len(frame), dtype=bool)
+
+    def context(self, lo: int, hi: int) -> int:
+        """How many rows at the start of lo .. hi - 1 are context (they lead)."""
+        return int(self.ctx[lo:hi].sum())
+
+    def keep(self, start: int, pos: int, hi: int):
+        self._keep[start:hi] = True
+        self._ctx[start:pos] = True
+
+    def kept(self, frame: pd.DataFrame) -> pd.DataFrame | None:
+        if not self._keep.any():
+            return None
+        out = frame[self._keep].copy()
+        out[CTX] = self._ctx[self._keep]
+        out[COV] = self.covered[self._keep]
+        return out.reset_index(drop=True)
 
 
 def _segment_bounds(frame: pd.DataFrame, cols: list[str]) -> list[tuple[int, int]]:

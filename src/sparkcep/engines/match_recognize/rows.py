@@ -21,27 +21,27 @@ MATCH, EMPTY, UNMATCHED = "match", "empty", "unmatched"
 
 
 class RowCollector:
-    """Gathers, for one partition, the source row and the measures of each output row."""
+    """Gathers the source row and the measures of each output row."""
 
-    def __init__(self, query, segment):
+    def __init__(self, query):
         self.q = query
-        self.seg = segment
-        self.source: list[int] = []  # the segment row whose input columns an output row has
+        self.source: list[int] = []  # the row whose input columns an output row has
         self.values: list[list] = [[] for _ in query.measures]
 
     def __len__(self) -> int:
         return len(self.source)
 
-    def add(self, kind: str, start: int, labels=(), bounds=(), mn: int = 0):
-        q, seg = self.q, self.seg
+    def add(self, seg, kind: str, start: int, labels=(), bounds=(), mn: int = 0):
+        """An output of partition `seg`: a match, an empty match or an unmatched row."""
+        q = self.q
         if kind == UNMATCHED:
             self._row(start, [None] * len(q.measures))
             return
         if kind == EMPTY:
-            view = EmptyView(seg.cols, seg.n, mn, q.compiler.aggs)
+            view = EmptyView(seg, mn, q.compiler.aggs)
             self._row(start, [f(view) for _, f in q.measures])
             return
-        view = MatchView(seg.cols, seg.n, list(labels), start, mn, q.compiler.aggs)
+        view = MatchView(seg, list(labels), start, mn, q.compiler.aggs)
         if q.spec.rows == "one":
             self._row(start, [f(view) for _, f in q.measures])
             return
@@ -58,7 +58,7 @@ class RowCollector:
             column.append(value)
 
     def frame(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The output rows, from `rows` (the segment's events, in segment order)."""
+        """The output rows, from `rows` (the events the positions index)."""
         picked = rows.iloc[np.asarray(self.source, dtype=np.int64)].reset_index(drop=True)
         measures = {name: values for (name, _), values in zip(self.q.measures, self.values)}
         out = {}

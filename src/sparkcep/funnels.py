@@ -1,5 +1,6 @@
-"""A funnel's rows (one per key and step reached) as the two tables users read: the
-furthest step of each key, and the number of keys that reached each step."""
+"""A FUNNEL query's rows (one per key and step reached, from the funnel engine) as the two
+tables users read: the furthest step of each key, and the number of keys that reached
+each step (pandas, or Spark)."""
 
 from __future__ import annotations
 
