@@ -45,6 +45,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.aseq --cap 30
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
+	$(BIN)/python -m benchmarks.match_recognize
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis
