@@ -272,9 +272,17 @@ def rising_rows(frame: pd.DataFrame, repeat: int) -> dict:
 def _spark():
     from sparkcep.runners.spark_session import spark_session
 
-    return spark_session(
+    spark = spark_session(
         "local[2]", app_name="sparkcep-bench-mr", **{"spark.sql.shuffle.partitions": "4"}
     )
+    warm = pd.DataFrame({"k": [1, 1, 2], "t": [1, 2, 3], "x": [1, 2, 3]})
+    _spark_count(  # start the Python workers and the JIT before timing
+        spark.createDataFrame(warm),
+        "SELECT * FROM w MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES COUNT(*) AS n "
+        "PATTERN (A+) DEFINE A AS x > 0)",
+        None,
+    )
+    return spark
 
 
 COLUMNS = [

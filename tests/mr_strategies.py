@@ -1,4 +1,4 @@
-"""Hypothesis strategies: random MATCH_RECOGNIZE queries over the columns of `streams()`
+"""Hypothesis strategies: random FUNNEL queries, and random MATCH_RECOGNIZE queries over the columns of `streams()`
 (id, type, ts, v, k, seq): random patterns (quantifiers greedy and reluctant, alternation,
 PERMUTE, anchors, exclusion, empty patterns), DEFINE conditions that read the current row
 only and ones that read the match so far, MEASURES with RUNNING/FINAL, every ROWS PER
@@ -132,4 +132,25 @@ def mr_queries(draw, *, allow_runtime_errors: bool = True) -> str:
     text += f"PATTERN ({pattern}) SUBSET U = (A, C) DEFINE " + ", ".join(defines) + ")"
     if draw(st.integers(0, 2)) > 0:
         text += f" WITHIN {draw(st.integers(1, 6))}"
+    return text
+
+
+@st.composite
+def funnel_queries(draw) -> str:
+    n = draw(st.integers(1, 4))
+    steps = [draw(st.sampled_from(["A", "B", "C", "ANY"])) + f" s{i}" for i in range(n)]
+    conds = []
+    if draw(st.booleans()):
+        conds.append("[k]")
+    for i in range(n):
+        if draw(st.integers(0, 3)) == 0:
+            conds.append(
+                f"s{i}.v {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(1, 3))}"
+            )
+    text = f"FUNNEL SEQ({', '.join(steps)})"
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    text += f" WITHIN {draw(st.integers(1, 8))}"
+    if draw(st.integers(0, 3)) == 0:
+        text += " ORDER BY ts, seq"
     return text

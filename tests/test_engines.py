@@ -13,7 +13,7 @@ import pytest
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mr_strategies import mr_queries
+from mr_strategies import funnel_queries, mr_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
 
@@ -31,6 +31,7 @@ QUERY_STRATEGIES = {
     "aseq": agg_queries,
     "twostep": agg_queries,
     "match_recognize": lambda: mr_queries(allow_runtime_errors=False),
+    "funnel": funnel_queries,
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 from helpers import examples, oracle_rows, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mr_strategies import funnel_queries
 from oracle import key_attributes, oracle_matches
 from strategies import events_frame, queries, streams
 
@@ -250,27 +251,6 @@ def test_output_timeouts_needs_a_window():
 
 
 # ---- FUNNEL ------------------------------------------------------------------------------------
-
-
-@st.composite
-def funnel_queries(draw) -> str:
-    n = draw(st.integers(1, 4))
-    steps = [draw(st.sampled_from(["A", "B", "C", "ANY"])) + f" s{i}" for i in range(n)]
-    conds = []
-    if draw(st.booleans()):
-        conds.append("[k]")
-    for i in range(n):
-        if draw(st.integers(0, 3)) == 0:
-            conds.append(
-                f"s{i}.v {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(1, 3))}"
-            )
-    text = f"FUNNEL SEQ({', '.join(steps)})"
-    if conds:
-        text += " WHERE " + " AND ".join(conds)
-    text += f" WITHIN {draw(st.integers(1, 8))}"
-    if draw(st.integers(0, 3)) == 0:
-        text += " ORDER BY ts, seq"
-    return text
 
 
 def funnel_definition(query: str, events: list[dict]) -> list[dict]:
