@@ -268,3 +268,38 @@ def test_string_functions_and_no_type_column_in_spark(spark):
     typeless = spark.createDataFrame(pd.DataFrame({"ts": [1, 2, 3], "v": [5, 50, 70]}))
     got = run(typeless, "PATTERN SEQ(ANY a, ANY b) WHERE a.v < 10 WITHIN 9").rows.toPandas()
     assert got[["a", "b"]].values.tolist() == [[0, 1], [0, 2]]
+
+
+# A column of numbers with one cell that is not (1 in 20: under 10%, so numbers): the
+# same rule locally and in Spark.
+MIXED_CSV = (
+    "type,ts,v,note\n"
+    "A,1,1,x\nB,2,2,x\nC,3,unknown,x\nA,4,10,x\nC,5,9,NA\nA,6,3,\nC,7,1,x\nA,8,8,x\nC,9,20,5\n"
+    + "".join(f"B,{t},{t},x\n" for t in range(10, 21))
+)
+EXPECTED = {"a.v < c.v": [(1, 5), (6, 9), (8, 9)], "a.v < 5": [(1, 5), (6, 7), (6, 9)]}
+
+
+@pytest.mark.parametrize("where", list(EXPECTED))
+def test_a_column_of_numbers_with_a_bad_cell(spark, tmp_path, where):
+    from sparkcep.files import read_pandas
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark import execute
+
+    path = tmp_path / "events.csv"
+    path.write_text(MIXED_CSV)
+    query = f"PATTERN SEQ(A a, C c) WHERE {where} WITHIN 5"
+    local = run_local(read_pandas(str(path)), query)
+    source = read_spark(spark, str(path))
+    result = execute(source.df, query, Options(), **source.options())
+    for rows, rejected in (
+        (local.matches, local.rejected),
+        (result.rows.toPandas(), result.rejected.toPandas()),
+    ):
+        # numbers compare as numbers (10 > 9, not "10" < "9"); the row with 'unknown' is
+        # rejected with its cell as read
+        assert rows_of(rows, ["start", "end"]) == EXPECTED[where]
+        assert list(rejected["reason"]) == ["v: 'unknown' is not a number"]
+        assert list(rejected["v"]) == ["unknown"]
+    # a query that does not read v keeps the row
+    assert len(run_local(read_pandas(str(path)), "PATTERN SEQ(C c) WITHIN 5").rejected) == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from sparkcep.errors import DataError
+from sparkcep.inputs import NULL_TOKENS
 from sparkcep.jsonlines import json_lines
 
 FORMATS = {
@@ -81,7 +82,9 @@ def read_pandas(path: str, *, sep: str = ",") -> pd.DataFrame:
     frames = []
     for f in files:
         if fmt == "csv":
-            frames.append(pd.read_csv(f, sep=sep))
+            frames.append(
+                pd.read_csv(f, sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False)
+            )
         elif fmt == "json":
             frames.append(pd.read_json(f, lines=True, precise_float=True))
         else:

@@ -11,6 +11,12 @@ from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+# Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
+NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
+# A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
+# numbers: those cells are not numbers, and a query that reads the column rejects their
+# rows with the reason (docs/language.md, "Input").
+NUMERIC_SHARE = 0.9
 OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
 
 
@@ -115,3 +121,34 @@ def as_frame(events) -> pd.DataFrame:
     if not rows:
         raise DataError("the input holds no events")
     return pd.DataFrame.from_records(rows)
+
+
+def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, pd.Series]]:
+    """Text columns that hold numbers but for a few cells, as numbers; and, per such
+    column, the reason of each row whose cell is not a number (None elsewhere)."""
+    bad_cells: dict[str, pd.Series] = {}
+    changed = {}
+    for col in frame.columns:
+        if col in skip or frame[col].dtype != object:
+            continue
+        values = frame[col]
+        present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
+        n = int(present.sum())
+        if not n:
+            continue
+        numbers = pd.to_numeric(values.where(present), errors="coerce")
+        good = int(numbers.notna().sum())
+        if good < NUMERIC_SHARE * n:
+            continue
+        integral = numbers.dropna()
+        if len(integral) and (integral == integral.round()).all() and integral.abs().max() < 2**53:
+            numbers = numbers.astype("Int64")
+        changed[col] = numbers
+        failing = present & numbers.isna()
+        if failing.any():
+            reasons = pd.Series(None, index=frame.index, dtype=object)
+            reasons[failing] = [f"{col}: '{v}' is not a number" for v in values[failing]]
+            bad_cells[col] = reasons
+    if changed:
+        frame = frame.assign(**changed)
+    return frame, bad_cells

@@ -371,5 +371,5 @@ def failed_checks(checks: Sequence[RowCheck], frame: pd.DataFrame) -> np.ndarray
 
     for check in checks:
         ok = truth(check.holds, resolve, len(frame))
-        reasons[~ok & (reasons == None)] = check.reason  # noqa: E711 (elementwise)
+        reasons[~ok & pd.isna(reasons)] = check.reason
     return reasons

@@ -114,38 +114,51 @@ def _value(t, blobs: list[bytes]):
         return t
     if not isinstance(t, dict):
         raise StateError("unexpected value")
-    if "i" in t:
-        return int(t["i"])
-    if "f" in t:
-        return float.fromhex(t["f"])
-    if "t" in t:
-        return tuple(_value(x, blobs) for x in t["t"])
-    if "l" in t:
-        return [_value(x, blobs) for x in t["l"]]
-    if "d" in t:
-        return {_hashable(_value(k, blobs)): _value(x, blobs) for k, x in t["d"]}
-    if "o" in t:
-        out = np.empty(len(t["o"]), dtype=object)
-        for i, x in enumerate(t["o"]):
-            out[i] = _value(x, blobs)
-        return out.reshape(t["shape"])
-    if "a" in t:
-        dtype = np.dtype(t["dtype"])
-        if dtype.hasobject:
-            raise StateError("object arrays are stored item by item")
-        count = math.prod(t["shape"])
-        return np.frombuffer(blobs[t["a"]], dtype=dtype, count=count).reshape(t["shape"]).copy()
-    if "df" in t:
-        with pa.ipc.open_stream(blobs[t["df"]]) as reader:
-            return reader.read_all().to_pandas()
-    if "cols" in t:
-        return pd.DataFrame({name: _value(col, blobs) for name, col in t["cols"]})
-    if "c" in t:
-        cls = STATE_CLASSES.get(t["c"])
-        if cls is None:
-            raise StateError(f"unknown state class '{t['c']}'")
-        return cls(**{name: _value(x, blobs) for name, x in t["fields"].items()})
+    for tag, read in _READERS.items():
+        if tag in t:
+            return read(t, blobs)
     raise StateError("unexpected value")
+
+
+def _array(t, blobs):
+    dtype = np.dtype(t["dtype"])
+    if dtype.hasobject:
+        raise StateError("object arrays are stored item by item")
+    count = math.prod(t["shape"])
+    return np.frombuffer(blobs[t["a"]], dtype=dtype, count=count).reshape(t["shape"]).copy()
+
+
+def _objects(t, blobs):
+    out = np.empty(len(t["o"]), dtype=object)
+    for i, x in enumerate(t["o"]):
+        out[i] = _value(x, blobs)
+    return out.reshape(t["shape"])
+
+
+def _frame(t, blobs):
+    with pa.ipc.open_stream(blobs[t["df"]]) as reader:
+        return reader.read_all().to_pandas()
+
+
+def _instance(t, blobs):
+    cls = STATE_CLASSES.get(t["c"])
+    if cls is None:
+        raise StateError(f"unknown state class '{t['c']}'")
+    return cls(**{name: _value(x, blobs) for name, x in t["fields"].items()})
+
+
+_READERS = {
+    "i": lambda t, blobs: int(t["i"]),
+    "f": lambda t, blobs: float.fromhex(t["f"]),
+    "t": lambda t, blobs: tuple(_value(x, blobs) for x in t["t"]),
+    "l": lambda t, blobs: [_value(x, blobs) for x in t["l"]],
+    "d": lambda t, blobs: {_hashable(_value(k, blobs)): _value(x, blobs) for k, x in t["d"]},
+    "o": _objects,
+    "a": _array,
+    "df": _frame,
+    "cols": lambda t, blobs: pd.DataFrame({n: _value(c, blobs) for n, c in t["cols"]}),
+    "c": _instance,
+}
 
 
 def _hashable(v):

@@ -9,10 +9,11 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, failed_checks, sort_rows
-from sparkcep.inputs import REASON, ROW, as_frame, schema_of, split_valid
+from sparkcep.inputs import REASON, ROW, as_frame, numeric_columns, schema_of, split_valid
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
 
@@ -46,20 +47,34 @@ def execute_local(events, queries, options: Options) -> RunResult:
         frame, time_col=options.time_col, type_col=type_column(frame.columns, queries, options),
         id_col=options.id_col,
     )  # fmt: skip
+    read_as, bad_cells = numeric_columns(valid, skip={options.time_col, ROW})
+    original, valid = valid, read_as
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
+    read = {c for program in programs for c in program.columns()}
+    reasons = _first_reason([bad_cells[c] for c in bad_cells if c in read], len(valid))
     checks = [c for program in programs for c in program.row_checks()]
     if checks:
-        reasons = failed_checks(checks, valid)
-        failing = reasons != None  # noqa: E711 (elementwise)
-        more = valid[failing].assign(**{REASON: reasons[failing]})
-        rejected = pd.concat([rejected, more]).sort_values(ROW, kind="stable")
+        reasons = np.where(pd.isna(reasons), failed_checks(checks, valid), reasons)
+    failing = ~pd.isna(reasons)
+    if failing.any():  # rejected rows keep the cells as they were read
+        more = original[failing].assign(**{REASON: reasons[failing]})
+        rejected = pd.concat([r for r in (rejected, more) if len(r)])
+        rejected = rejected.sort_values(ROW, kind="stable")
         valid = valid[~failing]
     outs = [program.run(program.in_order(valid)) for program in programs]
     rows = merge_rows(programs, outs)
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
     return RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+
+
+def _first_reason(columns: list[pd.Series], n: int) -> np.ndarray:
+    """Per row, the first non-null reason among `columns`, or None."""
+    reasons = np.full(n, None, dtype=object)
+    for col in columns:
+        reasons = np.where(pd.isna(reasons), col.to_numpy(dtype=object), reasons)
+    return np.where(pd.isna(reasons), None, reasons)
 
 
 def type_column(columns, queries, options: Options) -> str | None:

@@ -31,7 +31,7 @@ from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.local import type_column
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_rows import Checked, check_rows, schema_of, spark_type
+from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
 from sparkcep.runners.spark_session import spark_session
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
@@ -80,10 +80,11 @@ def execute(
         df, time_col=options.time_col, type_col=type_column(df.columns, queries, options),
         id_col=options.id_col, split_cols=split_cols, infer_types=infer_types,
     )  # fmt: skip
-    schema = schema_of(checked.valid, ignore=(TICKS, ROW))
+    schema = schema_of(checked.valid, ignore=(TICKS, ROW, *checked.coerced.values()))
     schema[options.time_col] = checked.time_kind
     plans, names = plan_queries(queries, schema, options)
     programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
+    checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
     checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
     if partitions is None:
         partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))

@@ -54,7 +54,7 @@ def read_spark(spark, path: str, *, sep: str = ",") -> SparkInput:
         infer = True
     elif fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
-        infer = False
+        infer = True  # a field of numbers and a few texts is read as text: type it
     else:
         df = spark.read.parquet(*files)
         infer = False

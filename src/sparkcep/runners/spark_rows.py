@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -11,13 +11,14 @@ from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT
-from sparkcep.inputs import OUT_OF_RANGE, REASON, ROW
+from sparkcep.inputs import NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
 from sparkcep.timeunits import TIME_LIMIT
 
 MID = "__mid"
 SPLIT = "__split"
+RAW = "__raw"  # the cell as read, beside a column read as numbers
 
 
 def kind_of_spark(dtype: T.DataType) -> Kind:
@@ -60,6 +61,9 @@ class Checked:
     min_tick: int | None
     max_tick: int | None
     time_kind: Kind
+    # Text columns read as numbers although a few cells are not: column -> the column
+    # holding the cell as read (a query that reads the column rejects those rows).
+    coerced: dict[str, str] = field(default_factory=dict)
 
 
 def check_rows(
@@ -76,9 +80,9 @@ def check_rows(
 
     `split_cols` name the input splits in input order (file, offset) so that row numbers
     follow the input order; by default, Spark's partitions of `df` in order.
-    `infer_types` (for CSV read as text) gives each string column the narrowest type all
-    its values have (integer, double, boolean, timestamp, else string), as Spark's
-    inferSchema does, but in the same pass.
+    `infer_types` (text input) reads the null tokens of `inputs.NULL_TOKENS` as nulls and
+    gives each text column the narrowest type that at least `inputs.NUMERIC_SHARE` of its
+    values have (integer, double, boolean, timestamp, else text), in the same pass.
     """
     columns = df.columns
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
@@ -86,29 +90,9 @@ def check_rows(
             raise DataError(
                 f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
             )
-    raw = F.col(f"`{time_col}`")
-    candidates = _time_candidates(df, time_col)  # kind -> parsed time column
-    type_missing = F.lit(False)
-    if type_col is not None:  # None: the queries name no type (every component is ANY)
-        type_missing = F.col(f"`{type_col}`").isNull() | (
-            F.trim(F.col(f"`{type_col}`").cast("string")) == ""
-        )
-    corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in columns else F.lit(False)
-
-    far = _beyond_time_limit(df, time_col)
-
-    def reason_for(parsed: Column) -> Column:
-        return (
-            F.when(corrupt, F.lit("malformed row"))
-            .when(raw.isNull(), F.lit(f"{time_col} is missing"))
-            .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
-            .when(parsed.isNull(), F.lit(f"{time_col} is not an integer or a timestamp"))
-            .when(type_missing, F.lit(f"{type_col} is missing"))
-        )
-
-    def ticks_of(kind: str, parsed: Column) -> Column:
-        return F.unix_micros(parsed) if kind == "timestamp" else parsed
-
+    if infer_types:
+        df = _null_tokens(df)
+    reasons = _Reasons(df, time_col, type_col)
     split_cols = split_cols if split_cols is not None else [F.spark_partition_id()]
     staged = df
     if id_col is None:
@@ -116,23 +100,10 @@ def check_rows(
     split_names = [f"{SPLIT}{i}" for i in range(len(split_cols))]
     for name, col in zip(split_names, split_cols):
         staged = staged.withColumn(name, col)
-    aggs = [F.count(F.lit(1)).alias("n")]
+    inferred = _text_columns(df, (time_col, type_col, CORRUPT)) if infer_types else []
+    aggs = reasons.aggregates()
     if id_col is None:
         aggs.append(F.min(MID).alias("base"))
-    for kind, parsed in candidates.items():
-        bad = reason_for(parsed).isNotNull()
-        aggs += [
-            F.sum(F.when(bad, 1).otherwise(0)).alias(f"bad_{kind}"),
-            F.min(F.when(~bad, ticks_of(kind, parsed))).alias(f"tmin_{kind}"),
-            F.max(F.when(~bad, ticks_of(kind, parsed))).alias(f"tmax_{kind}"),
-        ]
-    inferred = [
-        f.name
-        for f in df.schema.fields
-        if infer_types
-        and isinstance(f.dataType, T.StringType)
-        and f.name not in (time_col, type_col, CORRUPT)
-    ]
     for i, name in enumerate(inferred):
         aggs += [F.count(c).alias(f"c{i}_{kind}") for kind, c in _casts(name).items()]
     stats = staged.groupBy(*split_names).agg(*aggs).collect()
@@ -140,47 +111,160 @@ def check_rows(
     events_read = sum(r["n"] for r in stats)
     if events_read == 0:
         raise DataError("the input holds no events")
-    # The time column's kind: the reading that rejects fewer rows (integers on a tie).
-    time_kind = min(candidates, key=lambda k: (sum(r[f"bad_{k}"] for r in stats), k != "int"))
-    parsed = candidates[time_kind]
-    rejected_count = sum(r[f"bad_{time_kind}"] for r in stats)
+    time_kind = reasons.time_kind(stats)
+    staged = staged.withColumn(REASON, reasons.reason(time_kind))
+    if id_col is None:
+        staged, id_col = _row_numbers(staged, stats, split_names), ROW
+    staged = staged.drop(*split_names)
+    # Rejected rows keep their cells as read; valid rows get their columns' types.
+    rejected = staged.filter(F.col(REASON).isNotNull())
+    typed, coerced = _typed_columns(staged.filter(F.col(REASON).isNull()), inferred, stats)
+    parsed = reasons.candidates[time_kind]
+    valid = (
+        typed.drop(REASON, *([CORRUPT] if CORRUPT in columns else []))
+        .withColumn(time_col, parsed)
+        .withColumn(TICKS, _ticks(time_kind, F.col(f"`{time_col}`")))
+    )
     tmins = [r[f"tmin_{time_kind}"] for r in stats if r[f"tmin_{time_kind}"] is not None]
     tmaxs = [r[f"tmax_{time_kind}"] for r in stats if r[f"tmax_{time_kind}"] is not None]
-    for i, name in enumerate(inferred):
-        counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
-        for kind in ("long", "double", "boolean", "timestamp"):
-            if counts["any"] and counts[kind] == counts["any"]:
-                staged = staged.withColumn(name, _casts(name)[kind])
-                break
-    staged = staged.withColumn(REASON, reason_for(parsed))
-    if id_col is None:
-        # Row number = position in its split + rows in the splits before it.
-        deltas, total = [], 0
-        for r in stats:
-            key = "\u0001".join(str(r[n]) for n in split_names)
-            deltas += [F.lit(key), F.lit(total - int(r["base"]))]
-            total += r["n"]
-        split_key = F.concat_ws("\u0001", *[F.col(n).cast("string") for n in split_names])
-        delta = F.element_at(F.create_map(*deltas), split_key)
-        staged = staged.withColumn(ROW, F.col(MID) + delta).drop(MID)
-        id_col = ROW
-    staged = staged.drop(*split_names)
-    rejected = staged.filter(F.col(REASON).isNotNull())
-    valid = (
-        staged.filter(F.col(REASON).isNull())
-        .drop(REASON, *([CORRUPT] if CORRUPT in columns else []))
-        .withColumn(time_col, parsed)
-        .withColumn(TICKS, ticks_of(time_kind, parsed))
-    )
     return Checked(
         valid,
         rejected,
         id_col,
         events_read,
-        rejected_count,
+        sum(r[f"bad_{time_kind}"] for r in stats),
         min(tmins) if tmins else None,
         max(tmaxs) if tmaxs else None,
         "timestamp" if time_kind == "timestamp" else "int",
+        coerced,
+    )
+
+
+class _Reasons:
+    """Why a row is rejected, for each way the time column can be read."""
+
+    def __init__(self, df: DataFrame, time_col: str, type_col: str | None):
+        self.time_col, self.type_col = time_col, type_col
+        self.raw = F.col(f"`{time_col}`")
+        self.candidates = _time_candidates(df, time_col)  # kind -> parsed time column
+        self.type_missing = F.lit(False)
+        if type_col is not None:  # None: the queries name no type (every component is ANY)
+            self.type_missing = F.col(f"`{type_col}`").isNull() | (
+                F.trim(F.col(f"`{type_col}`").cast("string")) == ""
+            )
+        self.corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in df.columns else F.lit(False)
+        self.far = _beyond_time_limit(df, time_col)
+
+    def reason(self, kind: str) -> Column:
+        return (
+            F.when(self.corrupt, F.lit("malformed row"))
+            .when(self.raw.isNull(), F.lit(f"{self.time_col} is missing"))
+            .when(self.far, F.lit(OUT_OF_RANGE.format(time_col=self.time_col)))
+            .when(
+                self.candidates[kind].isNull(),
+                F.lit(f"{self.time_col} is not an integer or a timestamp"),
+            )
+            .when(self.type_missing, F.lit(f"{self.type_col} is missing"))
+        )
+
+    def ticks(self, kind: str) -> Column:
+        return _ticks(kind, self.candidates[kind])
+
+    def aggregates(self) -> list[Column]:
+        aggs = [F.count(F.lit(1)).alias("n")]
+        for kind in self.candidates:
+            bad = self.reason(kind).isNotNull()
+            aggs += [
+                F.sum(F.when(bad, 1).otherwise(0)).alias(f"bad_{kind}"),
+                F.min(F.when(~bad, self.ticks(kind))).alias(f"tmin_{kind}"),
+                F.max(F.when(~bad, self.ticks(kind))).alias(f"tmax_{kind}"),
+            ]
+        return aggs
+
+    def time_kind(self, stats) -> str:
+        """The reading of the time column that rejects fewer rows (integers on a tie)."""
+        return min(self.candidates, key=lambda k: (sum(r[f"bad_{k}"] for r in stats), k != "int"))
+
+
+def _ticks(kind: str, parsed: Column) -> Column:
+    return F.unix_micros(parsed) if kind == "timestamp" else parsed
+
+
+def _null_tokens(df: DataFrame) -> DataFrame:
+    """Text cells that mean no value (inputs.NULL_TOKENS) become nulls."""
+    out = df
+    for f in df.schema.fields:
+        if isinstance(f.dataType, T.StringType) and f.name != CORRUPT:
+            col = F.col(f"`{f.name}`")
+            out = out.withColumn(
+                f.name, F.when(F.trim(col).isin(*NULL_TOKENS), None).otherwise(col)
+            )
+    return out
+
+
+def _text_columns(df: DataFrame, skip) -> list[str]:
+    return [
+        f.name
+        for f in df.schema.fields
+        if isinstance(f.dataType, T.StringType) and f.name not in skip
+    ]
+
+
+def _typed_columns(staged: DataFrame, inferred: list[str], stats) -> tuple[DataFrame, dict]:
+    """Each text column as the narrowest type most of its values have; the cell as read is
+    kept beside a column read as numbers where some cells are not."""
+    coerced = {}
+    for i, name in enumerate(inferred):
+        counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
+        for kind in ("long", "double", "boolean", "timestamp"):
+            need = (
+                counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
+            )
+            if counts["any"] and counts[kind] >= need:
+                if counts[kind] < counts["any"]:
+                    coerced[name] = f"{RAW}{i}"
+                    staged = staged.withColumn(coerced[name], F.col(f"`{name}`"))
+                staged = staged.withColumn(name, _casts(name)[kind])
+                break
+    return staged, coerced
+
+
+def _row_numbers(staged: DataFrame, stats, split_names: list[str]) -> DataFrame:
+    """Row number = position in its split + rows in the splits before it."""
+    deltas, total = [], 0
+    for r in stats:
+        key = "\u0001".join(str(r[n]) for n in split_names)
+        deltas += [F.lit(key), F.lit(total - int(r["base"]))]
+        total += r["n"]
+    split_key = F.concat_ws("\u0001", *[F.col(n).cast("string") for n in split_names])
+    delta = F.element_at(F.create_map(*deltas), split_key)
+    return staged.withColumn(ROW, F.col(MID) + delta).drop(MID)
+
+
+def reject_bad_cells(checked: Checked, read: set[str]) -> Checked:
+    """Rows whose cell in a column read as numbers is not a number, in a column the
+    queries read, leave the valid rows for the rejected ones (with the cell as read)."""
+    cols = [c for c in checked.coerced if c in read]
+    drop = list(checked.coerced.values())
+    if not cols:
+        return replace(checked, valid=checked.valid.drop(*drop))
+    reason = F.lit(None).cast("string")
+    for col in reversed(cols):
+        raw = F.col(checked.coerced[col])
+        bad = raw.isNotNull() & F.col(f"`{col}`").isNull()
+        reason = F.when(
+            bad, F.concat(F.lit(f"{col}: '"), raw, F.lit("' is not a number"))
+        ).otherwise(reason)
+    staged = checked.valid.withColumn(REASON, reason)
+    failing = staged.filter(F.col(REASON).isNotNull())
+    for col, raw in checked.coerced.items():  # every cell as read
+        failing = failing.withColumn(col, F.col(raw))
+    failing = failing.drop(TICKS, *drop)
+    return replace(
+        checked,
+        valid=staged.filter(F.col(REASON).isNull()).drop(REASON, *drop),
+        rejected=checked.rejected.unionByName(failing, allowMissingColumns=True),
+        rejected_count=checked.rejected_count + failing.count(),
     )
 
 
