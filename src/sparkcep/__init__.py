@@ -14,10 +14,16 @@ pattern recognition (docs/match_recognize.md).
 
 from __future__ import annotations
 
+import importlib
+
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.local import RunResult, aggregate_local, match_local, run_local
+
+# The module first, so that the function `explain` below is what `sparkcep.explain` names
+# (importing the module later, inside the function, would replace it).
+importlib.import_module("sparkcep.explain")
 
 __version__ = "0.1.0"
 
@@ -140,12 +146,13 @@ def explain(
     types are checked against its columns.
     """
     from sparkcep.explain import explain_queries
+    from sparkcep.plan.match_recognize import query_options
 
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
     )  # fmt: skip
-    return explain_queries(queries, _schema(data), options)
+    return explain_queries(queries, _schema(data), query_options(queries, options))
 
 
 def funnel_local(events, query: str, **options):

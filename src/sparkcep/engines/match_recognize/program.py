@@ -349,11 +349,14 @@ def explain_lines(program: MrProgram) -> list[tuple[str, str]]:
             lines.append(("define", f"{var}: any row"))
             continue
         local = [mr.expr_text(c) for c in q.row_local[label]]
-        hist = [mr.expr_text(c) for c in ast.conjuncts(expr)]
-        hist = [h for h in hist if h not in local]
+        hist = [
+            mr.expr_text(c)
+            for c in ast.conjuncts(expr)
+            if not q.compiler.row_local(c, label)
+        ]
         text = f"{var}: " + " AND ".join([*local, *hist])
         if hist:
-            text += f"  (per match: {' AND '.join(hist)})"
+            text += f"  (read from the match so far: {' AND '.join(hist)})"
         lines.append(("define", text))
     for m in spec.measures:
         lines.append(("measure", f"{m.name} = {mr.expr_text(m.expr)}"))

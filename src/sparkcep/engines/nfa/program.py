@@ -99,7 +99,14 @@ class NfaProgram(Program):
         return tuple(cols.values())
 
     def describe(self) -> list[tuple[str, str]]:
-        return [("strategy", STRATEGY_WORDS[p.strategy]) for p in self.plans[:1]]
+        lines = [("strategy", STRATEGY_WORDS[p.strategy]) for p in self.plans[:1]]
+        for p in self.plans[:1]:
+            if p.skip is not None:
+                lines.append(("skip", SKIP_WORDS[p.skip]))
+            if p.timeouts:
+                lines.append(("timeouts", "also the partial matches nothing extends, when their "
+                              "window closes (timeout, reached)"))  # fmt: skip
+        return lines
 
     # ---- running
     def new_state(self) -> NfaState:
@@ -270,6 +277,12 @@ def _as_lists(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+SKIP_WORDS = {
+    "PAST_LAST_EVENT": "AFTER MATCH SKIP PAST LAST EVENT: per key, leftmost then longest "
+    "matches that do not overlap",
+    "TO_NEXT_EVENT": "AFTER MATCH SKIP TO NEXT EVENT: per key, the longest match of each first "
+    "event",
+}
 STRATEGY_WORDS = {
     "SKIP_TILL_ANY_MATCH": "skip-till-any-match (every combination)",
     "SKIP_TILL_NEXT_MATCH": "skip-till-next-match (each run takes the next relevant event)",
