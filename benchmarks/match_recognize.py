@@ -304,7 +304,9 @@ def write(rows: list[dict], quick: bool) -> Path:
         f"{platform.machine()}, Python {platform.python_version()}; seconds (median), one "
         "process; Spark is local[2] on the same 2 cores, a warm session, the input cached "
         "(the time includes planning, the shuffle by PARTITION BY and collecting the count). "
-        "Ratios are the other column's time over sparkcep's (pandas) in the same row.",
+        "Ratios are the other column's time over sparkcep's (pandas) in the same row. The "
+        "machine's 2 cores are shared with other jobs: absolute figures vary 2-3x between "
+        "runs, the ratios within a row much less.",
         "",
         "| query | rows in | rows out | " + " | ".join(COLUMNS) + " | same rows |",
         "|---|---:|---:|" + "---:|" * len(COLUMNS) + "---|",
