@@ -50,6 +50,13 @@ NameOpt = Annotated[
     str | None, typer.Option("--query", help="Which named query of the file to run.")
 ]
 SepOpt = Annotated[str, typer.Option("--sep", help="CSV field separator.")]
+ColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="CSV files without a header line: their column names, comma-separated.",
+    ),
+]
 MasterOpt = Annotated[
     str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
 ]
@@ -96,6 +103,12 @@ def _pick(text: str, name: str | None) -> str:
     raise SparkcepError(
         f"no query named '{name}' (the file has {', '.join(str(q.name) for q in queries)})"
     )
+
+
+def _reading(sep: str, columns: str | None) -> dict:
+    """How to read the input files: the CSV separator, and the names of headerless CSV."""
+    names = [c.strip() for c in columns.split(",")] if columns else None
+    return {"sep": sep, "columns": names}
 
 
 @dataclass
@@ -145,6 +158,7 @@ def run(
     ] = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
+    columns: ColumnsOpt = None,
     partitions: Annotated[
         int | None,
         typer.Option("--partitions", help="Spark partitions for the matching stage.", min=1),
@@ -167,20 +181,24 @@ def run(
     options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     with err.status("starting") as status:
         if local:
-            summary = _run_local(text, input, output, rejected_path, options, sep, status)
+            reading = _reading(sep, columns)
+            summary = _run_local(text, input, output, rejected_path, options, reading, status)
         else:
             spark = (master, partitions)
-            summary = _run_spark(text, input, output, rejected_path, options, sep, spark, status)
+            reading = _reading(sep, columns)
+            summary = _run_spark(
+                text, input, output, rejected_path, options, reading, spark, status
+            )
     summary.seconds = time.time() - started
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
 
 
-def _run_local(text, input, output, rejected_path, options, sep, status) -> Summary:
+def _run_local(text, input, output, rejected_path, options, reading, status) -> Summary:
     from sparkcep.files import read_pandas, write_pandas
     from sparkcep.runners.local import execute_local
 
     status.update("reading " + input)
-    frame = read_pandas(input, sep=sep)
+    frame = read_pandas(input, **reading)
     status.update(f"matching {len(frame):,} events")
     engine_start = time.time()
     result = execute_local(frame, text, options)
@@ -219,7 +237,7 @@ def _write_rejected_pandas(frame, path):
         os.remove(path)
 
 
-def _run_spark(text, input, output, rejected_path, options, sep, spark_opts, status) -> Summary:
+def _run_spark(text, input, output, rejected_path, options, reading, spark_opts, status) -> Summary:
     from sparkcep.runners.spark import execute, spark_session
     from sparkcep.runners.spark_files import read_spark, write_spark
 
@@ -227,7 +245,7 @@ def _run_spark(text, input, output, rejected_path, options, sep, spark_opts, sta
     status.update("starting Spark")
     spark = spark_session(master)
     status.update("reading " + input)
-    source = read_spark(spark, input, sep=sep)
+    source = read_spark(spark, input, **reading)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = execute(source.df, text, options, partitions=partitions, **source.options())
@@ -290,6 +308,7 @@ def explain(
     tiebreak: TieOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
+    columns: ColumnsOpt = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
 ):
@@ -305,7 +324,7 @@ def explain(
         from sparkcep.files import read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
 
-        frame = read_pandas(input, sep=sep)
+        frame = read_pandas(input, **_reading(sep, columns))
         valid, _ = split_valid(frame, time_col=time_col, type_col=type_col, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
     options = Options(
@@ -384,6 +403,7 @@ def stream(
     tiebreak: TieOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
+    columns: ColumnsOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
@@ -413,9 +433,9 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
     from sparkcep.runners.streaming import read_stream, start
     from sparkcep.runners.streaming import stream as make_stream
 
-    master, max_files, sep, timeout = run_opts
+    master, max_files, reading, timeout = run_opts
     spark = spark_session(master)
-    source = read_stream(spark, input, sep=sep, max_files=max_files)
+    source = read_stream(spark, input, max_files=max_files, checkpoint=sinks.checkpoint, **reading)
     result = make_stream(
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,

@@ -77,13 +77,18 @@ def default_rejected_path(output: str) -> str:
 # ---- pandas (run --local) -----------------------------------------------------------------
 
 
-def read_pandas(path: str, *, sep: str = ",") -> pd.DataFrame:
+def read_pandas(path: str, *, sep: str = ",", columns: list[str] | None = None) -> pd.DataFrame:
+    """Event files as one pandas frame; `columns` names the columns of CSV files that
+    have no header line."""
     files, fmt = input_files(path)
     frames = []
     for f in files:
         if fmt == "csv":
+            header = {"header": None, "names": list(columns)} if columns else {}
             frames.append(
-                pd.read_csv(f, sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False)
+                pd.read_csv(
+                    f, sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False, **header
+                )
             )
         elif fmt == "json":
             frames.append(pd.read_json(f, lines=True, precise_float=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -140,9 +142,13 @@ def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, 
         good = int(numbers.notna().sum())
         if good < NUMERIC_SHARE * n:
             continue
-        integral = numbers.dropna()
-        if len(integral) and (integral == integral.round()).all() and integral.abs().max() < 2**53:
-            numbers = numbers.astype("Int64")
+        # Integers when every number is written as one (as Spark reads text: "2.0" is a
+        # double), and exactly: pd.to_numeric gives floats once a cell fails.
+        ints = values[numbers.notna()].map(_integer_text)
+        if len(ints) and ints.notna().all():
+            numbers = pd.array([None] * len(values), dtype="Int64")
+            numbers[np.flatnonzero(present & values.map(_integer_text).notna())] = ints.to_numpy()
+            numbers = pd.Series(numbers, index=values.index)
         changed[col] = numbers
         failing = present & numbers.isna()
         if failing.any():
@@ -152,3 +158,14 @@ def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, 
     if changed:
         frame = frame.assign(**changed)
     return frame, bad_cells
+
+
+def _integer_text(v):
+    """The integer a cell holds when it is written as one (text or int), else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,18}\s*", v):
+        return int(v)
+    return None

@@ -31,19 +31,20 @@ class SparkInput:
         return {"split_cols": self.split_cols, "infer_types": self.infer_types}
 
 
-def read_spark(spark, path: str, *, sep: str = ",") -> SparkInput:
+def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = None) -> SparkInput:
     """Event files as a Spark DataFrame. CSV is read as text in one pass (the column
-    types are inferred in the checking pass); malformed rows are kept for `rejected`."""
+    types are inferred in the checking pass); malformed rows are kept for `rejected`.
+    `columns` names the columns of CSV files that have no header line."""
     files, fmt = input_files(path)
     if fmt == "csv":
         # Without this, which rows count as malformed depends on the columns a query
         # reads, and a row could be rejected by one pass and matched by another.
         spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
-        header = _csv_header(files[0], sep)
+        header = list(columns) if columns else _csv_header(files[0], sep)
         fields = [T.StructField(name, T.StringType()) for name in header]
         schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
         df = (
-            spark.read.option("header", True)
+            spark.read.option("header", not columns)
             .option("sep", sep)
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT)

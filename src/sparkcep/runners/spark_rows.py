@@ -337,3 +337,13 @@ def _casts(name: str) -> dict[str, Column]:
 
 def _sortable(value):
     return (value is None, value if value is not None else 0)
+
+
+def text_cast(col: Column, kind: str) -> Column:
+    """Text as a value of a Spark type ('long', 'double', 'boolean', 'timestamp'): null
+    where the text is not one."""
+    if kind == "long":
+        return _text_to_any_long(col)
+    if kind == "boolean":
+        return F.when(F.lower(col).isin("true", "false"), F.lower(col) == "true")
+    return col.try_cast(kind)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -44,7 +44,7 @@ from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_rows import kind_of_spark, schema_of
+from sparkcep.runners.spark_rows import kind_of_spark, schema_of, text_cast
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
@@ -125,7 +125,7 @@ class Stream:
 
 
 def stream(
-    sdf: DataFrame,
+    sdf: DataFrame | StreamSource,
     queries,
     *,
     time_col: str = "ts",
@@ -153,65 +153,140 @@ def stream(
     return Stream(rows, step.program, step.input_columns)
 
 
-def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
-    """The stream ready for the stateful step: checked, tagged, filtered, keyed."""
-    columns = list(sdf.columns)
-    time_col, type_col, id_col = options.time_col, options.type_col, options.id_col
-    if id_col is None:
-        raise SparkcepError(
-            "a stream has no row numbers: give the id column of the events (--id COL)"
-        )
-    from sparkcep.runners.local import type_column
+@dataclass
+class StreamSource:
+    """A folder read as a stream (`read_stream`): text columns, and the types they are read
+    as (decided once, kept with the checkpoint)."""
 
-    if type_column(columns, queries, options) is None:
-        type_col = None
-    for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col is not None and col not in columns:
-            raise DataError(
-                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
-            )
+    df: DataFrame
+    types: dict[str, str]
+
+
+@dataclass
+class _Prepared:
+    sdf: DataFrame
+    raw: dict[str, str]  # column -> the column holding its cell as read
+    time_kind: str
+
+
+def prepare_stream(source, queries, options: Options, lateness: str):
+    """The stream ready for the stateful step: checked, tagged, filtered, keyed."""
+    sdf = source.df if isinstance(source, StreamSource) else source
+    types = source.types if isinstance(source, StreamSource) else {}
     input_schema = sdf.schema
-    raw_time = "__raw_time"
-    sdf = sdf.withColumn(raw_time, F.col(f"`{time_col}`"))
-    time_kind = kind_of_spark(input_schema[time_col].dataType)
-    if time_kind == "string":
-        sdf = sdf.withColumn(time_col, F.expr(f"try_cast(`{time_col}` AS TIMESTAMP)"))
-        time_kind = "timestamp"
-    elif time_kind == "float":
-        sdf = sdf.withColumn(time_col, F.col(f"`{time_col}`").cast("long"))
-        time_kind = "int"
-    schema = schema_of(sdf, ignore=(raw_time,))
-    schema[time_col] = time_kind
+    type_col = _check_columns(list(sdf.columns), queries, options)
+    prepared = _typed(sdf, types, options.time_col)
+    schema = schema_of(prepared.sdf, ignore=tuple(prepared.raw.values()))
+    schema[options.time_col] = prepared.time_kind
     plans, names = plan_queries(queries, schema, options)
-    nanos = _nanos_per_tick(time_kind, options.time_unit)
-    unit_known = time_kind == "timestamp" or options.time_unit is not None
+    nanos = _nanos_per_tick(prepared.time_kind, options.time_unit)
+    unit_known = prepared.time_kind == "timestamp" or options.time_unit is not None
     delay = parse_duration(lateness, nanos, unit_known)
     run_options = replace(options, sharing="none" if options.sharing == "none" else "prefix")
     programs = compile_jobs(plans, names, run_options)
     if len(programs) > 1:
         raise SparkcepError("queries streamed together must partition the stream alike")
     program = programs[0]
+    sdf = _tagged(prepared, program, type_col, nanos, delay)
+    out_fields = output_schema(program, sdf.schema).fields
+    typed_fields = prepared.sdf.schema
+    event_fields = [
+        T.StructField(EVENT + name, typed_fields[name].dataType) for name in input_schema.names
+    ]
+    rows_schema = T.StructType(
+        [T.StructField(KIND, T.StringType()), *out_fields, *event_fields,
+         T.StructField(REASON, T.StringType())]
+    )  # fmt: skip
+    step = StreamStep(
+        program, nanos, list(input_schema.names), prepared.raw, rows_schema.fieldNames()
+    )
+    return sdf, step, rows_schema
+
+
+def _check_columns(columns: list[str], queries, options: Options) -> str | None:
+    """The type column (None when no query names a type); raises on a missing column."""
+    from sparkcep.runners.local import type_column
+
+    if options.id_col is None:
+        raise SparkcepError(
+            "a stream has no row numbers: give the id column of the events (--id COL)"
+        )
+    type_col = type_column(columns, queries, options)
+    for role, col in (("time", options.time_col), ("type", type_col), ("id", options.id_col)):
+        if col is not None and col not in columns:
+            raise DataError(
+                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
+            )
+    return type_col
+
+
+def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
+    """Columns cast to their types (a source's decided types; the time column as integers
+    or timestamps), each cast column's cell as read kept beside it."""
+    raw: dict[str, str] = {}
+    for i, name in enumerate(sdf.columns):
+        kind = types.get(name, "string")
+        if name == time_col or kind != "string":
+            raw[name] = f"__raw_{i}"
+            sdf = sdf.withColumn(raw[name], F.col(f"`{name}`"))
+        if kind != "string" and name != time_col and dict(sdf.dtypes)[name] == "string":
+            sdf = sdf.withColumn(name, text_cast(F.col(f"`{name}`"), kind))
+    time_type = dict(sdf.dtypes)[time_col]
+    if time_type == "string":
+        text = F.col(f"`{time_col}`")
+        if types.get(time_col) in ("long", "double"):
+            sdf = sdf.withColumn(time_col, text_cast(text, "long"))
+            return _Prepared(sdf, raw, "int")
+        sdf = sdf.withColumn(time_col, text.try_cast("timestamp"))
+        return _Prepared(sdf, raw, "timestamp")
+    kind = kind_of_spark(sdf.schema[time_col].dataType)
+    if kind == "float":
+        sdf = sdf.withColumn(time_col, F.col(f"`{time_col}`").cast("long"))
+        kind = "int"
+    return _Prepared(sdf, raw, kind)
+
+
+def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Column:
+    """Why an event is rejected: its time, its type, a cell that is not what its column
+    holds (in a column the program reads), or one of the program's row checks."""
+    time_col = program.options.time_col
     raw = F.col(f"`{time_col}`")
-    ticks = F.unix_micros(raw) if time_kind == "timestamp" else raw.cast("long")
-    type_missing = F.lit(False)
+    missing_type = F.lit(False)
     if type_col is not None:
-        type_missing = F.col(f"`{type_col}`").isNull() | (
+        missing_type = F.col(f"`{type_col}`").isNull() | (
             F.trim(F.col(f"`{type_col}`").cast("string")) == ""
         )
     far = F.lit(False)
-    if time_kind == "int":  # the watermark needs the time in microseconds too
+    if prepared.time_kind == "int":  # the watermark needs the time in microseconds too
         limit = float(TIME_LIMIT // max(1, nanos // 1000))
         far = F.coalesce(F.abs(raw.cast("double")) >= F.lit(limit), F.lit(False))
+    text = F.col(prepared.raw[time_col]).cast("string")
     reason = (
-        F.when(raw.isNull(), F.lit(f"{time_col} is missing or not a time"))
+        F.when(text.isNull(), F.lit(f"{time_col} is missing"))
+        .when(raw.isNull(), F.concat(F.lit(f"{time_col}: '"), text, F.lit("' is not a time")))
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
-        .when(type_missing, F.lit(f"{type_col} is missing"))
+        .when(missing_type, F.lit(f"{type_col} is missing"))
     )
+    for col in program.columns():
+        if col in prepared.raw and col != time_col:
+            text = F.col(prepared.raw[col])
+            bad = text.isNotNull() & F.col(f"`{col}`").isNull()
+            reason = reason.when(
+                bad, F.concat(F.lit(f"{col}: '"), text, F.lit("' is not a number"))
+            )
     for check in program.row_checks():
         reason = reason.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason)
+    return reason
+
+
+def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: int) -> DataFrame:
+    """Reasons, ticks, component mask, watermark, filter and partition key."""
+    time = F.col(f"`{program.options.time_col}`")
+    ticks = F.unix_micros(time) if prepared.time_kind == "timestamp" else time.cast("long")
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
-    sdf = sdf.withColumn(REASON, reason).withColumn(TICKS, ticks).withColumn(MASK, mask)
+    sdf = prepared.sdf.withColumn(REASON, _reason(prepared, program, type_col, nanos))
+    sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
         micros_expr = F.col(TICKS) * F.lit(nanos // 1000)
@@ -238,29 +313,18 @@ def prepare_stream(sdf: DataFrame, queries, options: Options, lateness: str):
     never_late = F.timestamp_micros(F.lit(9 * 10**15)).alias(  # year 2255, within pandas
         WATERMARK, metadata={"spark.watermarkDelayMs": delay // 1000}
     )
-    sdf = sdf.select(*[F.col(f"`{c}`") for c in sdf.columns if c != WATERMARK], never_late)
-    out_fields = output_schema(program, sdf.schema).fields
-    event_fields = [T.StructField(EVENT + f.name, f.dataType) for f in input_schema.fields]
-    rows_schema = T.StructType(
-        [T.StructField(KIND, T.StringType()), *out_fields, *event_fields,
-         T.StructField(REASON, T.StringType())]
-    )  # fmt: skip
-    step = StreamStep(program, nanos, columns, time_col, raw_time, rows_schema.fieldNames())
-    return sdf, step, rows_schema
+    return sdf.select(*[F.col(f"`{c}`") for c in sdf.columns if c != WATERMARK], never_late)
 
 
 class StreamStep:
     """The function applyInPandasWithState runs per key and micro-batch (in the package,
     so that workers can import it), over the program compiled once on the driver."""
 
-    def __init__(
-        self, program: Program, nanos_per_tick: int, input_columns, time_col, raw_time, names
-    ):
+    def __init__(self, program: Program, nanos_per_tick: int, input_columns, raw, names):
         self.program = program
         self.nanos_per_tick = nanos_per_tick
         self.input_columns = list(input_columns)
-        self.time_col = time_col
-        self.raw_time = raw_time
+        self.raw = dict(raw)  # column -> the column holding its cell as read
         self.names = list(names)
 
     def __call__(self, key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
@@ -300,7 +364,7 @@ class StreamStep:
                 else np.zeros(len(pending), bool)
             )
             if ready.any():
-                released = pending[ready].drop(columns=[self.raw_time])
+                released = pending[ready].drop(columns=list(self.raw.values()))
                 pending = pending[~ready].reset_index(drop=True)
                 out.append(self._matches(program.process(program_state, released)))
         if has_watermark:
@@ -320,8 +384,7 @@ class StreamStep:
         return self._shaped(rows.assign(**{KIND: "match"}))
 
     def _events(self, kind: str, frame: pd.DataFrame) -> pd.DataFrame:
-        events = frame.assign(**{self.time_col: frame[self.raw_time]})
-        cols = {EVENT + c: events[c] for c in self.input_columns}
+        cols = {EVENT + c: frame[c] for c in self.input_columns}
         shaped = pd.DataFrame(cols)
         shaped[REASON] = frame[REASON].to_numpy()
         shaped[KIND] = kind
@@ -389,11 +452,14 @@ class BatchWriter:
 # ---- sources and running ----------------------------------------------------------------
 
 
-def read_stream(spark, path: str, *, sep: str = ",", max_files: int | None = None,
+def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None = None,
+                max_files: int | None = None, checkpoint: str | None = None,
                 rows_per_second: int = 100):  # fmt: skip
-    """A streaming DataFrame over a folder of event files (new files are picked up), or
-    Spark's rate source when `path` is 'rate' (types A, B, C in turn, for demos)."""
+    """A folder of event files as a stream (`folder_stream`: files in order of modification
+    time, then name; types decided once and kept in `checkpoint`), or Spark's rate source
+    when `path` is 'rate' (types A, B, C in turn, for demos)."""
     from sparkcep.files import input_files
+    from sparkcep.runners.folder_stream import read_folder
 
     if path == "rate":
         df = spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
@@ -405,32 +471,11 @@ def read_stream(spark, path: str, *, sep: str = ",", max_files: int | None = Non
         )
     if not os.path.isdir(path):
         raise DataError(f"the input '{path}' is not a folder: a stream reads a folder of files")
-    files, fmt = input_files(path)
-    reader = spark.read
-    if fmt == "csv":
-        schema = (
-            reader.option("header", True)
-            .option("inferSchema", True)
-            .option("sep", sep)
-            .csv(files)
-            .schema
-        )
-    elif fmt == "json":
-        schema = reader.json(files).schema
-    else:
-        schema = reader.parquet(*files).schema
-    stream_reader = spark.readStream.schema(schema)
-    if max_files:
-        stream_reader = stream_reader.option("maxFilesPerTrigger", max_files)
-    if fmt == "csv":
-        return (
-            stream_reader.option("header", True)
-            .option("sep", sep)
-            .csv(path, pathGlobFilter="*.csv*")
-        )
-    if fmt == "json":
-        return stream_reader.json(path)
-    return stream_reader.parquet(path)
+    _, fmt = input_files(path)
+    df, types = read_folder(
+        spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint
+    )
+    return StreamSource(df, types)
 
 
 def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: str,

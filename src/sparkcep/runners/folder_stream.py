@@ -1,0 +1,262 @@
+"""A folder of event files as a stream, taken in a defined order, with types that never change.
+
+Spark's own file source takes new files in order of modification time and leaves files of
+equal time in no defined order; split over micro-batches (`--max-files-per-trigger`), a
+later file could be read first and make the events of an earlier one late. This source
+takes files in order of (modification time, name) — files that arrive together are read
+in name order — and at most the given number per micro-batch.
+
+Text files (CSV, JSON lines) are read as text; the stream's column types are decided once,
+from the files present at its first start (the same rules as a batch run: `inputs`), and
+kept in the checkpoint folder, so a restart reads the same types and a bad cell never
+re-types a column: it is a rejected row, with its reason. Parquet files keep their schema.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+
+from sparkcep.errors import DataError
+from sparkcep.files import file_format, input_files
+from sparkcep.inputs import NULL_TOKENS, numeric_columns
+from sparkcep.runners.spark_rows import spark_type
+
+TYPES_FILE = "sparkcep-types.json"
+SAMPLE_ROWS = 10_000
+
+
+def listing(folder: str, fmt: str) -> list[tuple[int, str]]:
+    """(modification time in ns, name) of the folder's files of this format, in order."""
+    out = []
+    for entry in os.scandir(folder):
+        if entry.is_file() and not entry.name.startswith(".") and file_format(entry.name) == fmt:
+            out.append((entry.stat().st_mtime_ns, entry.name))
+    return sorted(out)
+
+
+class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict):
+        self.folder = options["path"]
+        self.format = options["format"]
+        self.sep = options.get("sep", ",")
+        self.columns = json.loads(options["columns"])
+        self.headerless = options.get("headerless", "false") == "true"
+        self.max_files = int(options.get("maxFilesPerTrigger", 0)) or None
+        self.target: dict | None = None
+
+    def initialOffset(self) -> dict:
+        return {"mtime": -1, "name": ""}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        files = listing(self.folder, self.format)
+        self.target = _offset(files[-1]) if files else self.initialOffset()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        files = self._after(start)
+        if self.target is not None:
+            files = [f for f in files if f <= _key(self.target)]
+        if isinstance(limit, ReadMaxFiles):
+            files = files[: limit.max_files]
+        return _offset(files[-1]) if files else start
+
+    def partitions(self, start: dict, end: dict):
+        return [InputPartition(name) for _, name in self._after(start) if (_, name) <= _key(end)]
+
+    def read(self, partition):
+        path = os.path.join(self.folder, partition.value)
+        header = self.columns if self.headerless else None
+        yield from _batches(path, self.format, self.sep, self.columns, header)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def _after(self, start: dict) -> list[tuple[int, str]]:
+        return [f for f in listing(self.folder, self.format) if f > _key(start)]
+
+
+def _key(offset: dict) -> tuple[int, str]:
+    return (int(offset["mtime"]), str(offset["name"]))
+
+
+def _offset(item: tuple[int, str]) -> dict:
+    return {"mtime": item[0], "name": item[1]}
+
+
+def _batches(path: str, fmt: str, sep: str, columns: list[str], header: list[str] | None):
+    """A file's rows as Arrow record batches of the stream's columns (text, but parquet)."""
+    if fmt == "parquet":
+        table = pq.read_table(path)
+        yield from table.select([c for c in columns if c in table.column_names]).to_batches()
+        return
+    rows = _text_rows(path, fmt, sep, header)
+    data = {c: [r.get(c) for r in rows] for c in columns}
+    yield pa.RecordBatch.from_pydict(data, schema=pa.schema([(c, pa.string()) for c in columns]))
+
+
+def _text_rows(path: str, fmt: str, sep: str, header: list[str] | None) -> list[dict]:
+    """Rows of a CSV or JSON lines file as text cells (a JSON value that is not text is
+    written as JSON); a line that cannot be read becomes a row of nulls, counted as
+    malformed by the checks downstream (its time is missing)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as f:
+        if fmt == "csv":
+            reader = csv.reader(f, delimiter=sep)
+            header = header or next(reader, [])
+            return [dict(zip(header, _cells(values))) for values in reader]
+        out = []
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = {}
+            out.append({k: _text(v) for k, v in record.items()} if isinstance(record, dict) else {})
+        return out
+
+
+def _cells(values: list[str]) -> list[str | None]:
+    return [None if v.strip() in NULL_TOKENS else v for v in values]
+
+
+def _text(v) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+class FolderSource(DataSource):
+    """`spark.readStream.format("sparkcep_folder")`: see the module's docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparkcep_folder"
+
+    def schema(self):
+        return self.options["schema"]
+
+    def streamReader(self, schema):
+        return FolderReader(self.options)
+
+
+# ---- the stream's types, decided once ------------------------------------------------------
+
+
+def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None) -> dict[str, str]:
+    """Column -> Spark type name: read from the checkpoint, or decided from the files
+    present now (and written there)."""
+    saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
+    if saved is not None and saved.exists():
+        return json.loads(saved.read_text())
+    files, _ = input_files(folder)
+    types = _decide_types(files, fmt, sep, header)
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(types))
+    return types
+
+
+def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str]:
+    if fmt == "parquet":
+        schema = pq.read_schema(files[0])
+        return {f.name: _arrow_kind(f.type) for f in schema}
+    rows: list[dict] = []
+    columns: list[str] = []
+    for path in files:
+        batch = _text_rows(path, fmt, sep, header)
+        if not columns:
+            columns = list(batch[0]) if batch else []
+        rows += batch
+        if len(rows) >= SAMPLE_ROWS:
+            break
+    if not columns:
+        raise DataError(
+            f"the folder '{Path(files[0]).parent}' holds no events to learn its columns from"
+        )
+    frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:SAMPLE_ROWS]], dtype=object)
+    typed, _ = numeric_columns(frame, skip=set())
+    return {c: _pandas_kind(typed[c]) for c in columns}
+
+
+def _pandas_kind(col: pd.Series) -> str:
+    if str(col.dtype) == "Int64" or pd.api.types.is_integer_dtype(col.dtype):
+        return "long"
+    if pd.api.types.is_float_dtype(col.dtype):
+        return "double"
+    return "string"
+
+
+def _arrow_kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "long"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "double"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "timestamp"
+    return "string"
+
+
+def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | None,
+                max_files: int | None, checkpoint: str | None):  # fmt: skip
+    """The folder as a streaming DataFrame of text columns (typed columns for parquet),
+    and the types its columns are read as (`typed_stream` applies them)."""
+    spark.dataSource.register(FolderSource)
+    types = stream_types(folder, fmt, sep, columns, checkpoint)
+    if fmt == "parquet":
+        schema = T.StructType([T.StructField(c, spark_type(_kind_of(t))) for c, t in types.items()])
+    else:
+        schema = T.StructType([T.StructField(c, T.StringType()) for c in types])
+    reader = (
+        spark.readStream.format("sparkcep_folder")
+        .option("path", folder)
+        .option("format", fmt)
+        .option("sep", sep)
+        .option("columns", json.dumps(list(types)))
+        .option("headerless", "true" if columns else "false")
+        .option("schema", schema.simpleString())
+    )
+    if max_files:
+        reader = reader.option("maxFilesPerTrigger", max_files)
+    return reader.schema(schema).load(), types
+
+
+def _kind_of(spark_name: str) -> str:
+    return {"long": "int", "double": "float", "boolean": "bool"}.get(spark_name, spark_name)
+
+
+def typed_stream(df: DataFrame, types: dict[str, str], keep: set[str]) -> DataFrame:
+    """Text columns cast to their decided types; a cell that does not cast becomes null,
+    and its text stays in `__raw_<i>` for the columns in `keep` (the time column's text
+    is kept by the streaming runner itself)."""
+    from sparkcep.runners.spark_rows import text_cast
+
+    out = df
+    for i, (col, kind) in enumerate(types.items()):
+        if kind == "string" or dict(df.dtypes).get(col) != "string":
+            continue
+        if col in keep:
+            out = out.withColumn(f"__raw_{i}", F.col(f"`{col}`"))
+        out = out.withColumn(col, text_cast(F.col(f"`{col}`"), kind))
+    return out
