@@ -283,12 +283,12 @@ def _write_rejected_pandas(frame, path):
 
 
 def _run_spark(text, input, output, rejected_path, options, reading, spark_opts, status) -> Summary:
-    from sparkcep.runners.spark import execute, spark_session
-    from sparkcep.runners.spark_files import read_spark, write_spark
-
     master, partitions = spark_opts
     status.update("starting Spark")
-    spark = spark_session(master)
+    spark = _start_spark(master, input)
+    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark_files import read_spark, write_spark
+
     with _progress(spark, status) as progress:
         progress.step("reading " + input)
         source = read_spark(spark, input, **reading)
@@ -314,6 +314,23 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         warnings=result.warnings() + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
     )
+
+
+def _start_spark(master, input):
+    """The Spark session, started in a thread while this one imports the runner (pandas,
+    the engines) and lists the input files (issue 16 §3: work that needs no JVM is done
+    while the JVM starts)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparkcep.files import input_files
+    from sparkcep.runners.spark_session import spark_session
+
+    with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
+        starting = pool.submit(spark_session, master)
+        import sparkcep.runners.spark  # noqa: F401
+
+        input_files(input)  # a missing input is reported as soon as the JVM is up
+        return starting.result()
 
 
 def _spark_rows(result, output) -> int:
