@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sparkcep.errors import QueryError, SparkcepError
+from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
 
@@ -26,7 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Complex event processing on Spark: pattern queries over event files.",
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 out = Console()
 
 QueryArg = Annotated[
@@ -88,6 +88,13 @@ MaxWidthOpt = Annotated[
     int | None,
     typer.Option("--max-width", help="Interval time: the largest upper - lower (U_max).", min=0),
 ]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="Memory the matches of one run (or Spark task) may hold, e.g. 2GB (default).",
+    ),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -108,6 +115,12 @@ def _query_text(query: str) -> str:
     if query.lstrip().upper().startswith(("PATTERN", "QUERY", "RULE", "EPISODE")):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
+
+
+def _budget(text: str | None) -> int | None:
+    from sparkcep.budget import parse_size
+
+    return None if text is None else parse_size(text)
 
 
 def _pick(text: str, name: str | None) -> str:
@@ -174,6 +187,7 @@ def run(
     max_matches: Annotated[
         int | None, typer.Option("--max-matches", help="Stop after this many matches.", min=1)
     ] = None,
+    memory_budget: BudgetOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
@@ -199,7 +213,7 @@ def run(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
-        prune=prune,
+        prune=prune, memory_budget=_budget(memory_budget),
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     with err.status("starting") as status:
@@ -309,7 +323,7 @@ def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
     for w in dict.fromkeys(s.warnings):
         err.print("warning: " + w, style="yellow", markup=False, highlight=False)
     if s.capped:
-        err.print("[yellow]warning:[/yellow] stopped at --max-matches; there may be more matches")
+        err.print(f"stopped after {s.rows:,} matches (--max-matches)", style="yellow")
     if explicit_rejected and not s.rejected:
         Path(rejected_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rejected_path).write_text("")
@@ -434,6 +448,7 @@ def stream(
     time_upper: TimeUpperOpt = None,
     pmf: PmfOpt = None,
     max_width: MaxWidthOpt = None,
+    memory_budget: BudgetOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
@@ -441,6 +456,7 @@ def stream(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
+        memory_budget=_budget(memory_budget),
     )  # fmt: skip
     sinks = StreamSinks(
         output,
@@ -468,7 +484,7 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
         lateness=lateness, time_end_col=options.time_end_col, pmf_col=options.pmf_col,
-        max_width=options.max_width,
+        max_width=options.max_width, memory_budget=options.memory_budget,
     )  # fmt: skip
     running, writer = start(
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,
@@ -755,6 +771,10 @@ def main():
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
             e.show()
             raise SystemExit(e.exit_code) from None
+        message = raised_in_worker(e)  # a sparkcep error raised in a Spark task
+        if message is not None:
+            err.print("error: " + message, highlight=False, markup=False, style="red")
+            raise SystemExit(2) from None
         raise
 
 

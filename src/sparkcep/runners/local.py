@@ -136,6 +136,7 @@ def run_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -151,7 +152,8 @@ def run_local(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute_local(events, queries, options)
@@ -167,6 +169,7 @@ def match_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -186,7 +189,8 @@ def match_local(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute_local(events, queries, options), "run_local")

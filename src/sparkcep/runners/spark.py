@@ -265,6 +265,7 @@ def run(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -279,7 +280,8 @@ def run(
     `infer_types` come with a file source (`spark_files.read_spark(...).options()`)."""
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute(
@@ -298,6 +300,7 @@ def match(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -312,7 +315,8 @@ def match(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute(df, queries, options, partitions=partitions))

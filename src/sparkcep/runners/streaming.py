@@ -25,6 +25,7 @@ a stream neither loses nor repeats rows.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -139,6 +140,7 @@ def stream(
     time_end_col: str | None = None,
     pmf_col: str | None = None,
     max_width: int | None = None,
+    memory_budget: int | None = None,
 ) -> Stream:
     """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
     `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
@@ -147,7 +149,7 @@ def stream(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, time_end_col=time_end_col, pmf_col=pmf_col,
-        max_width=max_width,
+        max_width=max_width, memory_budget=memory_budget,
     )  # fmt: skip
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to
@@ -455,7 +457,9 @@ class BatchWriter:
         return sum(self.pending.values())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        rows = df.toPandas()
+        with warnings.catch_warnings():  # a failed batch is raised, not also warned of
+            warnings.simplefilter("ignore", UserWarning)
+            rows = df.toPandas()
         marks = rows[rows[KIND] == "pending"]
         self.pending.update(zip(marks[KEY], marks[PENDING].astype(int)))
         for kind, folder in self.folders.items():
