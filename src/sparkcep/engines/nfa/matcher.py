@@ -41,8 +41,8 @@ START_CHUNK = 20_000  # start events per pass; runs never interact, so chunks ar
 CHUNK_ROWS = 200_000  # partial matches one binding builds at once (more: split the runs)
 KEEP_ROWS = 20_000  # complete matches turned into output at once
 NODE_BYTES = 16  # a Kleene element node: its position and its parent
-ROW_BYTES = 48  # an int64 cell of a match, with its copies on the way out (sort, frame)
-LIST_BYTES = 250  # a Kleene list: its numpy array, then its Python list of ids
+ROW_BYTES = 72  # an int64 cell of a match, with its copies on the way out (sort, frame, text)
+LIST_BYTES = 300  # a Kleene list: its numpy array, then its Python list of ids
 ELEMENT_BYTES = 48  # an element of a Kleene list, as position, id and Python int
 VALUE_BYTES = 64  # a RETURN value, as a Python object and its pandas cell
 
