@@ -61,6 +61,26 @@ def test_cubic_matches_are_every_triple_whatever_the_chunk(monkeypatch, chunk):
     assert set(zip(rows["a"], rows["b"], rows["c"])) == expected
 
 
+@pytest.mark.parametrize("chunk", [1, 3, matcher.CHUNK_ROWS])
+def test_a_negation_with_a_condition_is_exact_whatever_the_chunk(monkeypatch, chunk):
+    monkeypatch.setattr(matcher, "CHUNK_ROWS", chunk)
+    types = list("ACBCACBBAC")
+    values = [8, 7, 0, 3, 9, 9, 0, 0, 2, 4]
+    events = pd.DataFrame({"ts": range(10), "type": types, "v": values})
+    query = "PATTERN SEQ(A a, !C c, B b) WHERE c.v > a.v WITHIN 100"
+    rows = run_local(events, query).matches
+    # by the definition: an A before a B with no C between them whose v exceeds the A's
+    expected = {
+        (i, j)
+        for i, j in itertools.combinations(range(10), 2)
+        if types[i] == "A" and types[j] == "B"
+        and not any(types[k] == "C" and values[k] > values[i] for k in range(i + 1, j))
+    }  # fmt: skip
+    # by hand: A@0 (v 8) is killed after C@5 (v 9), A@4 (v 9) by no C, A@8 has no B
+    assert expected == {(0, 2), (4, 6), (4, 7)}
+    assert set(zip(rows["a"], rows["b"])) == expected
+
+
 @pytest.mark.parametrize("n", [24, 60])
 def test_max_matches_stops_the_search_with_n_true_matches(n):
     rows = run_local(kleene_events(n), KLEENE, max_matches=1000).matches
@@ -152,6 +172,25 @@ def test_the_default_budget_holds_kleene_24(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().startswith("error: stopped after ")
     assert "memory budget of 2.0 GB" in done.stderr
+
+
+def test_a_negation_over_many_events_is_checked_in_bounded_chunks(tmp_path):
+    # 10,000 A's, then 10,000 C's, then one B: each of the 10,000 runs (a, b) has 10,000
+    # C's to check in its gap, 10^8 pairs; no C's v exceeds an A's, so every run matches
+    n = 10_000
+    events = pd.DataFrame(
+        {
+            "ts": range(2 * n + 1),
+            "type": ["A"] * n + ["C"] * n + ["B"],
+            "v": [1] * n + [0] * (n + 1),
+        }
+    )
+    source = write_csv(events, tmp_path / "events.csv")
+    out = tmp_path / "m.jsonl"
+    query = "PATTERN SEQ(A a, !C c, B b) WHERE c.v > a.v WITHIN 100000"
+    done = limited("run", query, "-i", source, "-o", out, "--local")
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == n
 
 
 def test_a_bad_memory_budget_is_one_line(tmp_path):

@@ -26,8 +26,6 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # a failed task is an error, not a reason to run the job again without Arrow
-        .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
         .config("spark.sql.adaptive.enabled", "true")
     )
     if master is None or master.startswith("local"):

@@ -425,17 +425,10 @@ class PatternMatcher:
         cands = self.cand[comp.index]
         lo = np.searchsorted(cands, self.grp_end[F.last])
         hi = np.searchsorted(cands, self.win_end[F.first])
-        ends = np.cumsum(np.maximum(hi - lo, 0))
-        if not len(ends) or ends[-1] <= CHUNK_ROWS:
-            yield self._bind(F, comp, role)
-            return
-        start = 0
-        while start < len(F):
-            before = ends[start - 1] if start else 0
-            stop = int(np.searchsorted(ends, before + CHUNK_ROWS, side="right"))
-            stop = max(stop, start + 1)
-            yield self._bind(F.take(np.arange(start, stop)), comp, role)
-            start = stop
+        for start, stop in _slices(hi - lo):
+            yield self._bind(
+                F if stop - start == len(F) else F.take(np.arange(start, stop)), comp, role
+            )
 
     def _bound(self, F: Frontier, rows, comp: PlanComponent, cpos, role: str) -> Frontier:
         """The runs `rows` of F, each extended with the event at `cpos` as `comp`."""
@@ -515,13 +508,16 @@ class PatternMatcher:
         hi = np.searchsorted(cands, hi_pos)
         if not neg.conditions:
             return F.take(np.flatnonzero(hi <= lo))
-        rows, k_ = _ranges(lo, hi)
-        npos = cands[k_]
-        hit = np.ones(len(rows), dtype=bool)
-        for expr in neg.conditions:
-            idx = np.flatnonzero(hit)
-            hit[idx] = self._holds(expr, frozenset(), F, rows[idx], neg.component, npos[idx])
-        killed = np.bincount(rows[hit], minlength=len(F)) > 0
+        killed = np.zeros(len(F), dtype=bool)
+        for start, stop in _slices(hi - lo):  # at most CHUNK_ROWS (run, event) pairs at once
+            rows, k_ = _ranges(lo[start:stop], hi[start:stop])
+            rows += start
+            npos = cands[k_]
+            hit = np.ones(len(rows), dtype=bool)
+            for expr in neg.conditions:
+                idx = np.flatnonzero(hit)
+                hit[idx] = self._holds(expr, frozenset(), F, rows[idx], neg.component, npos[idx])
+            killed[rows[hit]] = True
         return F.take(np.flatnonzero(~killed))
 
     # ---- driver ------------------------------------------------------------------------
@@ -742,6 +738,22 @@ def _inside_aggregate(expr: ast.Expr, target: ast.Expr) -> bool:
         ):
             return True
     return False
+
+
+def _slices(counts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Consecutive (start, stop) ranges of rows whose counts add up to at most CHUNK_ROWS
+    (a row of more counts alone), covering every row.
+
+    >>> list(_slices(np.array([2, 0, 5])))  # CHUNK_ROWS is far larger
+    [(0, 3)]
+    """
+    ends = np.cumsum(np.maximum(counts, 0))
+    start = 0
+    while start < len(counts):
+        before = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, before + CHUNK_ROWS, side="right")), start + 1)
+        yield start, stop
+        start = stop
 
 
 def _concat(parts: list[Matches]) -> Matches:
