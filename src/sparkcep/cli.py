@@ -20,6 +20,7 @@ from rich.table import Table
 from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
+from sparkcep.plan.match_recognize import is_match_recognize, query_options
 
 app = typer.Typer(
     add_completion=False,
@@ -112,7 +113,8 @@ def _query_text(query: str) -> str:
         if not path.is_file():
             raise SparkcepError(f"the query file '{query}' does not exist")
         return path.read_text()
-    if query.lstrip().upper().startswith(("PATTERN", "QUERY", "RULE", "EPISODE")):
+    starts = ("PATTERN", "QUERY", "RULE", "EPISODE", "FUNNEL")
+    if query.lstrip().upper().startswith(starts) or is_match_recognize(query):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
@@ -125,6 +127,10 @@ def _budget(text: str | None) -> int | None:
 
 def _pick(text: str, name: str | None) -> str:
     """The queries to run: the whole file, or the one named query."""
+    if is_match_recognize(text):  # SELECT ... MATCH_RECOGNIZE: one query, no names
+        if name is not None:
+            raise SparkcepError("--query picks a named query; a MATCH_RECOGNIZE file holds one")
+        return text
     queries = parse_file(text)
     if name is None:
         return queries[0].text if len(queries) == 1 and queries[0].name else text
@@ -216,6 +222,7 @@ def run(
         prune=prune, memory_budget=_budget(memory_budget),
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     with err.status("starting") as status:
         if local:
             reading = _reading(sep, columns)
@@ -363,6 +370,7 @@ def explain(
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     if input is not None:
         from sparkcep.files import read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
@@ -370,7 +378,7 @@ def explain(
 
         frame = read_pandas(input, **_reading(sep, columns))
         types = type_column(frame.columns, text, options)
-        valid, _ = split_valid(frame, time_col=time_col, type_col=types, id_col=id_col)
+        valid, _ = split_valid(frame, time_col=options.time_col, type_col=types, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
     out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
 
@@ -458,6 +466,7 @@ def stream(
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
         memory_budget=_budget(memory_budget),
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     sinks = StreamSinks(
         output,
         late or os.path.join(output, "late"),
@@ -571,10 +580,11 @@ def fit(
     delay law (read back with USING MODEL 'MODEL.json')."""
     import json
 
-    from sparkcep.runners.fit import LAW_CHOICES, fit_model, fit_model_local
+    from sparkcep.runners.fit import fit_model, fit_model_local, fitting_kernel
 
-    if law not in LAW_CHOICES:
-        raise SparkcepError(f"unknown --law '{law}' (use {', '.join(LAW_CHOICES)})")
+    choices = fitting_kernel().LAW_CHOICES
+    if law not in choices:
+        raise SparkcepError(f"unknown --law '{law}' (use {', '.join(choices)})")
     started = time.time()
     text = _pick(_query_text(query), name)
     options = Options(
