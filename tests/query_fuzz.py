@@ -18,7 +18,7 @@ from sparkcep.errors import QueryError
 from sparkcep.plan import Options, plan_queries
 
 ROOT = Path(__file__).resolve().parent.parent
-_START = re.compile(r"^\s*(PATTERN|QUERY|RULE|EPISODE)\b", re.IGNORECASE)
+_START = re.compile(r"^\s*(PATTERN|QUERY|RULE|EPISODE|FUNNEL|SELECT)\b", re.IGNORECASE)
 
 SCHEMA = {
     "ts": "int",

@@ -91,6 +91,15 @@ def test_max_matches_stops_the_search_with_n_true_matches(n):
     assert set(rows["b"]) == {n}
 
 
+def test_max_matches_with_after_match_skip_keeps_the_skips_choice():
+    # the skip picks the leftmost, then longest match, (A@0, B@3); stopping the search at
+    # one candidate would have given it (A@0, B@2) to choose from
+    events = pd.DataFrame({"ts": [0, 1, 2, 3], "type": list("AABB")})
+    query = "PATTERN SEQ(A a, B b) WITHIN 100 AFTER MATCH SKIP PAST LAST EVENT"
+    rows = run_local(events, query, max_matches=1).matches
+    assert rows[["a", "b"]].values.tolist() == [[0, 3]]
+
+
 def test_a_run_beyond_the_budget_stops_with_the_cause_and_the_remedies():
     with pytest.raises(TooManyMatches) as info:
         run_local(kleene_events(22), KLEENE, memory_budget=50 * MB)

@@ -15,7 +15,7 @@ from sparkcep.language import ast
 from sparkcep.language.parser import MAX_DEPTH, parse
 from sparkcep.plan import Options, plan_queries
 
-# ~10 s on one core of the CI machine (about 2,000 queries a second)
+# about 10 s on one core (2,000 to 3,000 queries a second)
 FUZZ_COUNT = 20_000
 FUZZ_SEED = 20261126
 
@@ -142,3 +142,44 @@ def test_a_huge_interval_width_is_a_query_error():
 def test_an_empty_query_points_at_line_one():
     error = error_of("  \n ")
     assert (error.line, error.column) == (1, 1)
+
+
+# ---- the SQL form (SELECT ... MATCH_RECOGNIZE) has the same limits -------------------
+
+MR = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measure} AS m "
+    "ONE ROW PER MATCH PATTERN ({pattern}) DEFINE A AS {define})"
+)
+
+
+def mr(measure="COUNT(*)", pattern="A+", define="A.v > 1") -> str:
+    return MR.format(measure=measure, pattern=pattern, define=define)
+
+
+def test_a_long_sum_in_match_recognize_is_typed_once_per_operand():
+    # each + typed its operands twice: 2^60 steps for a chain of 60 (it never ended)
+    plans, _ = plan_queries(mr(define="A.v" + " + 1" * 60 + " > 1"), SCHEMA, Options())
+    assert len(plans) == 1
+
+
+SCHEMA = {"ts": "int", "v": "float"}
+MR_ERRORS = {
+    "1000 ANDs": (mr(define=" AND ".join(["A.v > 1"] * 1000)), "nests deeper than"),
+    "1000 + 1": (mr(define="A.v" + " + 1" * 1000 + " > 1"), "nests deeper than"),
+    "5000 digits": (mr(define="A.v > 1" + "0" * 5000), "number too large"),
+    "2^64": (mr(measure="SUM(A.v) * 18446744073709551616"), "number too large"),
+    "a billion repetitions": (mr(pattern="A{1000000000}"), "a quantifier bound is at most"),
+}
+
+
+@pytest.mark.parametrize("case", MR_ERRORS, ids=MR_ERRORS)
+def test_match_recognize_limits_are_positioned_query_errors(case):
+    text, message = MR_ERRORS[case]
+    error = error_of(text, SCHEMA)
+    assert message in error.message
+
+
+def test_parentheses_alone_add_no_nesting_in_match_recognize():
+    text = mr(define="(" * 250 + "A.v > 1" + ")" * 250)
+    plans, _ = plan_queries(text, SCHEMA, Options())
+    assert len(plans) == 1

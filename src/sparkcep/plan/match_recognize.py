@@ -557,8 +557,11 @@ class _MrAnalyzer:
                     expr.span,
                 )
             return "bool"
-        for side in (expr.left, expr.right):
-            self._want(side, NUMERIC, f"arithmetic '{expr.op}' needs numbers, and this is")
+        for side, kind in ((expr.left, left), (expr.right, right)):  # typed once: not 2^depth
+            if kind not in (*NUMERIC, "unknown"):
+                raise self.error(
+                    f"arithmetic '{expr.op}' needs numbers, and this is {_a(kind)}", side.span
+                )
         if expr.op == "/" or "float" in (left, right):
             return "float"
         if "unknown" in (left, right):

@@ -244,7 +244,8 @@ class NfaProgram(Program):
             matcher = PatternMatcher(
                 plan,
                 table,
-                max_matches=self.options.max_matches,
+                # AFTER MATCH SKIP chooses among all the candidates: the runner caps rows
+                max_matches=None if i in self._skips else self.options.max_matches,
                 memory_budget=self.options.memory_budget,
             )
             matches = matcher.run(
