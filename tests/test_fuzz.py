@@ -168,7 +168,9 @@ MR_ERRORS = {
     "1000 + 1": (mr(define="A.v" + " + 1" * 1000 + " > 1"), "nests deeper than"),
     "5000 digits": (mr(define="A.v > 1" + "0" * 5000), "number too large"),
     "2^64": (mr(measure="SUM(A.v) * 18446744073709551616"), "number too large"),
-    "a billion repetitions": (mr(pattern="A{1000000000}"), "a quantifier bound is at most"),
+    "a million repetitions": (mr(pattern="A{1000000}"), "unrolls the pattern past"),
+    "a 5000-digit bound": (mr(pattern="A{" + "9" * 5000 + "}"), "unrolls the pattern past"),
+    "20,001 repetitions": (mr(pattern="A{20001}"), "keep it under 20,000"),
 }
 
 
