@@ -139,6 +139,12 @@ def test_a_huge_interval_width_is_a_query_error():
     assert error.column == text.index("1e400") + 1
 
 
+def test_a_funnel_with_select_is_a_query_error():
+    # FUNNEL's spec has no AGG items, and the error for AGG read the first one (IndexError)
+    error = error_of("FUNNEL SEQ(A a, B b) WITHIN 15 SELECT EARLIEST MAXIMAL")
+    assert error.message == "FUNNEL cannot be combined with SELECT"
+
+
 def test_an_empty_query_points_at_line_one():
     error = error_of("  \n ")
     assert (error.line, error.column) == (1, 1)
