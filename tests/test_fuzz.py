@@ -166,6 +166,11 @@ def test_a_long_sum_in_match_recognize_is_typed_once_per_operand():
     # each + typed its operands twice: 2^60 steps for a chain of 60 (it never ended)
     plans, _ = plan_queries(mr(define="A.v" + " + 1" * 60 + " > 1"), SCHEMA, Options())
     assert len(plans) == 1
+    # abs() typed its argument twice too
+    plans, _ = plan_queries(mr(define="abs(" * 60 + "A.v" + ")" * 60 + " > 1"), SCHEMA, Options())
+    assert len(plans) == 1
+    with pytest.raises(QueryError, match="abs\\(\\) needs a number"):
+        plan_queries(mr(define="abs(abs('x')) > 1"), SCHEMA, Options())
 
 
 SCHEMA = {"ts": "int", "v": "float"}

@@ -519,9 +519,11 @@ class _MrAnalyzer:
                 )
             return "bool"
         if isinstance(expr, ast.Call):
-            kinds = [self._type(a) for a in expr.args]
+            kinds = [self._type(a) for a in expr.args]  # once each: nesting is not 2^depth
             if expr.name == "abs":
-                return self._want(expr.args[0], NUMERIC, "abs() needs a number")
+                if kinds[0] not in (*NUMERIC, "unknown"):
+                    raise self.error(f"abs() needs a number {_a(kinds[0])}", expr.args[0].span)
+                return kinds[0]
             known = [k for k in kinds if k != "unknown"]
             for k in known[1:]:
                 if not comparable(known[0], k):
