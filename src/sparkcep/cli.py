@@ -739,23 +739,32 @@ def _rule_input(path: str, local: bool, master, sep: str, status):
     return None, read_spark(spark_session(master), path, sep=sep)
 
 
-def main():
+def _fail(prefix: str, message: str, code: int = 2):
+    # One line however narrow the terminal (soft_wrap: rich does not break it).
+    err.print(prefix + message, highlight=False, markup=False, style="red", soft_wrap=True)
+    raise SystemExit(code) from None
+
+
+def main(args: list[str] | None = None):
+    """The command; an error that is the user's to fix is one line (`failures`), exit 2.
+    SPARKCEP_DEBUG=1 shows the traceback instead."""
+    from sparkcep.failures import user_message
+
     try:
-        app(standalone_mode=False)
+        app(args, standalone_mode=False)
     except QueryError as e:
-        err.print("query error: " + str(e), highlight=False, markup=False, style="red")
-        raise SystemExit(2) from None
-    except SparkcepError as e:
-        err.print("error: " + str(e), highlight=False, markup=False, style="red")
-        raise SystemExit(2) from None
+        _fail("query error: ", str(e))
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         raise SystemExit(130) from None
-    except Exception as e:  # usage errors (click's exceptions, vendored by typer)
+    except Exception as e:
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()
+            e.show()  # usage errors (click's exceptions, vendored by typer)
             raise SystemExit(e.exit_code) from None
-        raise
+        message = None if os.environ.get("SPARKCEP_DEBUG") else user_message(e)
+        if message is None:
+            raise
+        _fail("error: ", message)
 
 
 if __name__ == "__main__":

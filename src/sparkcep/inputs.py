@@ -13,6 +13,8 @@ from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
+READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
 # Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
 NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
 # A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
@@ -49,10 +51,13 @@ def split_valid(
         types = frame[type_col]
         missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
         reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if READ_REASON in frame:  # set by files.read_pandas: comes first, as in Spark
+        read = frame.pop(READ_REASON)
+        reason = read.where(read.notna(), reason)
     bad = reason.notna().to_numpy()
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
-    valid = frame[~bad].copy()
+    valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")
     valid[time_col] = time[~bad]
     if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
