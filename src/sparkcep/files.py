@@ -26,6 +26,7 @@ FORMATS = {
     ".ndjson": "json",
     ".parquet": "parquet",
 }
+REPLACEMENT = "\ufffd"  # what a byte that is not UTF-8 is read as
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -85,7 +86,7 @@ def csv_header(path: str, sep: str) -> list[str]:
     """The column names of a CSV file's header line, without a UTF-8 byte order mark;
     an empty file, a name given twice or a name with a backtick is refused (docs/input.md)."""
     with reading(path), _open_binary(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
         row = next(csv.reader(text, delimiter=sep), None)
     if not row:
         raise DataError(f"the CSV file '{path}' is empty: it needs a header line")
@@ -104,7 +105,7 @@ def check_names(names: list[str], path: str) -> None:
         seen.add(name)
         if "`" in name:
             raise DataError(f"the column name '{name}' of '{path}' holds a backtick: rename it")
-        if any("\udc80" <= ch <= "\udcff" for ch in name):
+        if REPLACEMENT in name:
             raise DataError(f"the header of '{path}' is not UTF-8 text: convert the file")
 
 
@@ -166,7 +167,7 @@ def _read_csv(path: str, sep: str, names: list[str] | None) -> pd.DataFrame:
         options["skiprows"] = [row + (0 if names else 1) for row in malformed]
     frame = pd.read_csv(
         io.BytesIO(data), sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False,
-        encoding="utf-8-sig", encoding_errors="surrogateescape", **options,
+        encoding="utf-8-sig", encoding_errors="replace", **options,
     )  # fmt: skip
     return _not_utf8_rows(_with_malformed(frame, malformed), data)
 
@@ -198,7 +199,7 @@ def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bo
 
 def _read_jsonl(path: str) -> pd.DataFrame:
     data = _file_bytes(path).removeprefix(b"\xef\xbb\xbf")
-    options = {"lines": True, "precise_float": True, "encoding_errors": "surrogateescape"}
+    options = {"lines": True, "precise_float": True, "encoding_errors": "replace"}
     try:
         frame = pd.read_json(io.BytesIO(data), **options)
         malformed: dict[int, str] = {}
@@ -237,32 +238,22 @@ def _with_malformed(frame: pd.DataFrame, malformed: dict[int, str]) -> pd.DataFr
 
 
 def _not_utf8_rows(frame: pd.DataFrame, data: bytes) -> pd.DataFrame:
-    """Rows holding bytes that are not UTF-8: marked (a reason), their cells made text."""
-    try:
-        data.decode("utf-8")
-        return frame
-    except UnicodeDecodeError:
-        pass
+    """Rows holding bytes that are not UTF-8 (read as U+FFFD, the replacement character)
+    or U+FFFD itself are marked with the reason, as Spark marks them (docs/input.md)."""
+    if REPLACEMENT.encode() not in data:
+        try:
+            data.decode("utf-8")
+            return frame
+        except UnicodeDecodeError:
+            pass
     bad = np.zeros(len(frame), dtype=bool)
     for col in frame.columns:
         if frame[col].dtype == object:
-            cells = frame[col].map(lambda v: isinstance(v, str) and _has_escapes(v))
-            if cells.any():
-                bad |= cells.to_numpy(dtype=bool)
-                frame[col] = frame[col].map(_valid_text)
+            cells = frame[col].map(lambda v: isinstance(v, str) and REPLACEMENT in v)
+            bad |= cells.to_numpy(dtype=bool)
     reasons = frame[READ_REASON] if READ_REASON in frame else pd.Series(None, index=frame.index)
     frame[READ_REASON] = reasons.where(reasons.notna() | ~bad, "not UTF-8 text")
     return frame
-
-
-def _has_escapes(text: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
-
-
-def _valid_text(value):
-    if isinstance(value, str) and _has_escapes(value):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return value
 
 
 def write_pandas(frame: pd.DataFrame, path: str) -> None:

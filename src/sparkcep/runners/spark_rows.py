@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
-from sparkcep.files import CORRUPT
+from sparkcep.files import CORRUPT, REPLACEMENT
 from sparkcep.inputs import NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
@@ -93,7 +93,7 @@ def check_rows(
             )
     if infer_types:
         df = _null_tokens(df)
-    reasons = _Reasons(df, time_col, type_col)
+    reasons = _Reasons(df, time_col, type_col, text=infer_types)
     split_cols = split_cols if split_cols is not None else [F.spark_partition_id()]
     staged = df
     if id_col is None:
@@ -119,6 +119,8 @@ def check_rows(
     staged = staged.drop(*split_names)
     # Rejected rows keep their cells as read; valid rows get their columns' types.
     rejected = staged.filter(F.col(REASON).isNotNull())
+    if infer_types:
+        rejected = _valid_text(rejected)
     typed, coerced = _typed_columns(staged.filter(F.col(REASON).isNull()), inferred, stats)
     parsed = reasons.candidates[time_kind]
     valid = (
@@ -145,7 +147,7 @@ def check_rows(
 class _Reasons:
     """Why a row is rejected, for each way the time column can be read."""
 
-    def __init__(self, df: DataFrame, time_col: str, type_col: str | None):
+    def __init__(self, df: DataFrame, time_col: str, type_col: str | None, text: bool = False):
         self.time_col, self.type_col = time_col, type_col
         self.raw = F.col(f"`{time_col}`")
         self.candidates = _time_candidates(df, time_col)  # kind -> parsed time column
@@ -156,10 +158,17 @@ class _Reasons:
             )
         self.corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in df.columns else F.lit(False)
         self.far = _beyond_time_limit(df, time_col)
+        self.not_utf8 = F.lit(False)
+        if text:  # text files: Spark keeps a cell's bytes as they are (docs/input.md)
+            for name in _text_columns(df, (CORRUPT,)):
+                cell = F.col(f"`{name}`")
+                bad = ~F.is_valid_utf8(cell) | (F.instr(cell, REPLACEMENT) > 0)
+                self.not_utf8 = self.not_utf8 | F.coalesce(bad, F.lit(False))
 
     def reason(self, kind: str) -> Column:
         return (
             F.when(self.corrupt, F.lit("malformed row"))
+            .when(self.not_utf8, F.lit("not UTF-8 text"))
             .when(self.raw.isNull(), F.lit(f"{self.time_col} is missing"))
             .when(self.far, F.lit(OUT_OF_RANGE.format(time_col=self.time_col)))
             .when(
@@ -204,6 +213,13 @@ def _null_tokens(df: DataFrame) -> DataFrame:
                 f.name, F.when(F.trim(col).isin(*NULL_TOKENS), None).otherwise(col)
             )
     return out
+
+
+def _valid_text(df: DataFrame) -> DataFrame:
+    """Text cells with bytes that are not UTF-8, made text (U+FFFD for each bad byte)."""
+    for name in _text_columns(df, ()):
+        df = df.withColumn(name, F.make_valid_utf8(F.col(f"`{name}`")))
+    return df
 
 
 def _text_columns(df: DataFrame, skip) -> list[str]:
