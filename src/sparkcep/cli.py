@@ -190,12 +190,15 @@ def run(
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
-    from sparkcep.files import default_rejected_path, output_format
+    from sparkcep.files import check_output, default_rejected_path
 
     started = time.time()
     text = _pick(_query_text(query), name)
-    output_format(output)
     rejected_path = rejected or default_rejected_path(output)
+    check_output(output, input)  # every option is checked before anything runs
+    check_output(rejected_path, input, "rejected file")
+    if os.path.realpath(rejected_path) == os.path.realpath(output):
+        raise SparkcepError(f"--rejected and --output are the same file '{output}': name two")
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,

@@ -63,14 +63,34 @@ def input_files(path: str) -> tuple[list[str], str]:
     return files, formats.pop()
 
 
-def output_format(path: str) -> str:
+def output_format(path: str, role: str = "output") -> str:
     name = path.lower()
     if name.endswith(".gz"):
         name = name[:-3]
     fmt = OUTPUT_FORMATS.get(os.path.splitext(name)[1])
     if fmt is None:
-        raise DataError(f"name the output .jsonl, .csv or .parquet (got '{path}')")
+        raise DataError(f"name the {role} .jsonl, .csv or .parquet (got '{path}')")
     return fmt
+
+
+def check_output(path: str, inputs: str, role: str = "output") -> None:
+    """Refuse, before anything runs, an output that cannot be written or would overwrite
+    (or later be read as) the input: a folder, a path under a file, a folder that is not
+    writable, the input itself or a file inside the input folder."""
+    if os.path.isdir(path):
+        raise DataError(f"the {role} '{path}' is a folder: name a file, e.g. '{path}/rows.jsonl'")
+    output_format(path, role)
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise DataError(f"cannot write the {role} '{path}': '{parent}' is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"cannot write the {role} '{path}': the folder '{parent}' is not writable")
+    target, source = os.path.realpath(path), os.path.realpath(inputs)
+    if target == source or (os.path.isdir(source) and target.startswith(source + os.sep)):
+        where = "is the input" if target == source else "is inside the input folder"
+        raise DataError(f"the {role} '{path}' {where} '{inputs}': write it elsewhere")
 
 
 def default_rejected_path(output: str) -> str:

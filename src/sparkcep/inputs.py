@@ -51,6 +51,8 @@ def split_valid(
         types = frame[type_col]
         missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
         reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if id_col is not None:  # an event without an id cannot be named in a match
+        reason[frame[id_col].isna().to_numpy() & reason.isna().to_numpy()] = f"{id_col} is missing"
     if READ_REASON in frame:  # set by files.read_pandas: comes first, as in Spark
         read = frame.pop(READ_REASON)
         reason = read.where(read.notna(), reason)
@@ -62,6 +64,22 @@ def split_valid(
     if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
     return valid, rejected
+
+
+def duplicate_ids(valid: pd.DataFrame, id_col: str | None) -> list[str]:
+    """A warning counting the valid events whose id an earlier event has (--id)."""
+    if id_col is None or id_col not in valid.columns:
+        return []
+    return duplicate_warning(int(valid[id_col].duplicated().sum()), id_col)
+
+
+def duplicate_warning(n: int, id_col: str) -> list[str]:
+    if not n:
+        return []
+    return [
+        f"{n:,} event{'s have' if n > 1 else ' has'} the id of another event (--id {id_col}): "
+        "a match names them ambiguously; give each event its own id"
+    ]
 
 
 def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:
