@@ -97,17 +97,36 @@ SharingOpt = Annotated[
 ]
 
 
+QUERY_SUFFIXES = (".cep", ".sase", ".txt", ".sql", ".query")
+
+
 def _query_text(query: str) -> str:
+    """The query: the text of a .cep file, of another file whose text parses as queries,
+    or the argument itself. A file that is not a query is never echoed (issue 10 §5: its
+    first line would show in the error)."""
     path = Path(query)
-    if path.suffix in (".cep", ".sase", ".txt", ".sql", ".query") or (
-        len(query) < 4096 and "\n" not in query and path.is_file()
-    ):
-        if not path.is_file():
-            raise SparkcepError(f"the query file '{query}' does not exist")
-        return path.read_text()
+    if path.suffix in QUERY_SUFFIXES and not path.is_file():
+        raise SparkcepError(f"the query file '{query}' does not exist")
+    if len(query) < 4096 and "\n" not in query and path.is_file():
+        if path.suffix == ".cep":
+            return path.read_text()
+        return _parsed_or_refused(path)
     if query.lstrip().upper().startswith(("PATTERN", "QUERY", "RULE", "EPISODE")):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
+
+
+def _parsed_or_refused(path: Path) -> str:
+    """A file not named .cep is a query only if its text parses."""
+    try:
+        text = path.read_bytes()[: 1 << 20].decode("utf-8")
+        parse_file(text)
+        return text
+    except Exception:  # never shown: the file may hold anything (a password file)
+        raise SparkcepError(
+            f"'{path}' is a file, not a query file: name query files .cep "
+            "(its content is not shown)"
+        ) from None
 
 
 def _pick(text: str, name: str | None) -> str:
