@@ -472,7 +472,9 @@ def stream(
         trigger,
         fmt,
     )
-    with err.status("starting Spark") as status:
+    from sparkcep.failures import streaming
+
+    with err.status("starting Spark") as status, streaming(checkpoint):
         run_opts = (master, max_files, _reading(sep, columns), timeout)
         writer, progress = _stream(text, input, options, lateness, sinks, run_opts, status)
     _print_stream_summary(writer, progress, sinks, time.time() - started)

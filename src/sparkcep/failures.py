@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -102,9 +103,6 @@ def user_message(exc: BaseException) -> str | None:
     found = _TASK_ERROR.findall(text)
     if found:
         return found[-1][1].strip()
-    checkpoint = _checkpoint_message(text)
-    if checkpoint:
-        return checkpoint
     if "FAILED_READ_FILE" in text:
         return _read_file_message(text)
     return "Spark: " + _first_line(text)
@@ -142,31 +140,39 @@ def _read_file_message(text: str) -> str:
     return f"cannot read '{path}' ({detail}): fix or remove the file"
 
 
-def _checkpoint_message(text: str) -> str | None:
-    lower = text.lower()
-    if "checkpoint" not in lower and not _CHECKPOINT_FILES.search(text):
-        return None
-    damaged = any(
-        word in lower
-        for word in (
-            "malformed",
-            "invalidversion",
-            "unsupported log version",
-            "log file was malformed",
-            "cannot read",
-            "json",
-            "eofexception",
-            "corrupt",
-            "failed to read",
-        )
-    )
-    if not damaged:
-        return None
-    where = _CHECKPOINT_FILES.search(text)
-    shown = _shown(where.group(1)).rstrip(".,;") if where else "the checkpoint folder"
+@contextlib.contextmanager
+def streaming(checkpoint: str) -> Iterator[None]:
+    """Run a stream on `checkpoint`: an error that comes from its files (damaged or from
+    another query) becomes one DataError naming the checkpoint and what to do."""
+    try:
+        yield
+    except Exception as exc:
+        message = checkpoint_message(exc, checkpoint)
+        if message is None:
+            raise
+        raise DataError(message) from None
+
+
+def checkpoint_message(exc: BaseException, checkpoint: str) -> str | None:
+    """The line for a stream's error that comes from its checkpoint's files (None: not)."""
+    from sparkcep.engines.state import StateError
+
+    where = checkpoint
+    if not isinstance(exc, StateError):
+        text = _exception_text(exc)
+        if text is None:
+            return None
+        root = os.path.realpath(checkpoint)
+        files = [_shown(m) for m in _CHECKPOINT_FILES.findall(text) if root in _shown(m)]
+        task = _TASK_ERROR.findall(text)
+        if task and task[-1][0] != "StateError":
+            return None
+        if not task and not files:
+            return None
+        where = files[0].rstrip(".,;:'\"") if files else checkpoint
     return (
-        f"the stream's checkpoint is damaged ({shown}): restore the checkpoint folder from a "
-        "copy, or delete it to start over (the rows already written stay; events are read again)"
+        f"the checkpoint '{checkpoint}' is damaged ({where}): restore it from a copy, or "
+        "delete it to start the stream over (its files are then read again)"
     )
 
 
