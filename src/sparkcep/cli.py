@@ -774,6 +774,8 @@ def main(args: list[str] | None = None):
     SPARKCEP_DEBUG=1 shows the traceback instead."""
     from sparkcep.failures import user_message
 
+    # pyspark's notes on its own fallbacks (Arrow off, a failed batch) are not the user's.
+    warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
     try:
         app(args, standalone_mode=False)
     except QueryError as e:

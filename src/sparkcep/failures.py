@@ -38,6 +38,9 @@ _TASK_ERROR = re.compile(r"^sparkcep(?:\.\w+)*\.(\w+): (.+)$", re.MULTILINE)
 _FILE = re.compile(r"reading file (\S+?)\.?\s+(?:SQLSTATE|Could not|$)", re.MULTILINE)
 _CAUSE = re.compile(r"^Caused by: [\w.$]+: (.+)$", re.MULTILINE)
 _CHECKPOINT_FILES = re.compile(r"(\S*/(?:offsets|commits|state|sources)/\S*)")
+# Errors of a stream that only its checkpoint's files cause (no path in the message).
+_CHECKPOINT_MARKS = ("CANNOT_LOAD_STATE_STORE", "JsonParseException", "JsonMappingException",
+                     "INVALID_CHECKPOINT", "checkpoint")  # fmt: skip
 _SPARK_CLASS = re.compile(r"^\[([A-Z_.]+)\]\s*")
 _PY4J_HEAD = re.compile(r"^An error occurred while calling [\w.]+\.\s*:?\s*", re.MULTILINE)
 
@@ -167,9 +170,13 @@ def checkpoint_message(exc: BaseException, checkpoint: str) -> str | None:
         task = _TASK_ERROR.findall(text)
         if task and task[-1][0] != "StateError":
             return None
-        if not task and not files:
+        if not task and not files and not any(m in text for m in _CHECKPOINT_MARKS):
             return None
         where = files[0].rstrip(".,;:'\"") if files else checkpoint
+    return damaged_checkpoint(checkpoint, where)
+
+
+def damaged_checkpoint(checkpoint: str, where: str) -> str:
     return (
         f"the checkpoint '{checkpoint}' is damaged ({where}): restore it from a copy, or "
         "delete it to start the stream over (its files are then read again)"

@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from sparkcep.errors import DataError
+from sparkcep.failures import damaged_checkpoint
 from sparkcep.files import file_format, input_files
 from sparkcep.inputs import NULL_TOKENS, numeric_columns
 from sparkcep.runners.spark_rows import spark_type
@@ -176,7 +177,13 @@ def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None
     present now (and written there)."""
     saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
     if saved is not None and saved.exists():
-        return json.loads(saved.read_text())
+        try:
+            types = json.loads(saved.read_text(encoding="utf-8"))
+        except ValueError:
+            types = None
+        if not isinstance(types, dict) or not all(isinstance(t, str) for t in types.values()):
+            raise DataError(damaged_checkpoint(str(checkpoint), str(saved)))
+        return types
     files, _ = input_files(folder)
     types = _decide_types(files, fmt, sep, header)
     if saved is not None:
