@@ -325,6 +325,11 @@ STREAM_CASES = {
         ["malformed row"],
     ),
     "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["id is missing"]),
+    "not_utf8": ("e.csv", b"id,ts,type,v\n0,1,A,x\n1,2,B,caf\xe9\n2,3,B,y\n", ["not UTF-8 text"]),
+    "bom": ("e.csv", b"\xef\xbb\xbfid,ts,type\n0,1,A\n1,2,B\n", []),
+    "empty_file": ("e.csv", b"", "is empty"),
+    "truncated_gz": ("e.csv.gz", None, "truncated"),
+    "corrupt_parquet": ("e.parquet", b"PAR1 not really parquet", "Parquet"),
     "duplicate_names": ("e.csv", b"id,ts,type,type\n0,1,A,A\n", "names the column 'type' twice"),
     "not_gzip_named_gz": ("e.csv.gz", b"id,ts,type\n0,1,A\n", "gzip"),
 }
@@ -342,16 +347,31 @@ def test_streamed_bad_inputs(spark, capsys, tmp_path, case):
     name, data, expected = STREAM_CASES[case]
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / name).write_bytes(data)
+    (folder / name).write_bytes(data if data is not None else _truncated_gz())
     code, stdout, err = stream(capsys, folder, tmp_path)
     if isinstance(expected, str):
         line = one_line(code, err)
         assert expected in line and name in line
         return
     assert code == 0, err
-    rejected = [r for f in sorted((tmp_path / "out" / "rejected").glob("*.jsonl")) for r in jsonl(f)]
+    rejected = [
+        r for f in sorted((tmp_path / "out" / "rejected").glob("*.jsonl")) for r in jsonl(f)
+    ]
     assert [r["reason"] for r in rejected] == expected
     assert "Traceback" not in err
+    rows = len(data.splitlines()) - (0 if name.endswith(".jsonl") else 1)  # less the header
+    assert int(summary(stdout)["events read"]) == rows  # good + rejected
+
+
+def test_a_streamed_file_with_another_header_names_itself(spark, capsys, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n")
+    code, _, err = stream(capsys, folder, tmp_path)
+    assert code == 0, err
+    (folder / "b.csv").write_text("id,ts,kind\n1,2,B\n")  # arrives later
+    line = one_line(*stream(capsys, folder, tmp_path)[::2])
+    assert "b.csv" in line and "(id, ts, kind)" in line and "move it out of the folder" in line
 
 
 @pytest.mark.parametrize(

@@ -214,7 +214,8 @@ def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None
 
 def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str]:
     if fmt == "parquet":
-        schema = pq.read_schema(files[0])
+        with reading(files[0]):
+            schema = pq.read_schema(files[0])
         return {f.name: _arrow_kind(f.type) for f in schema}
     rows: list[dict] = []
     columns: list[str] = list(header) if header else []
