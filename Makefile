@@ -49,6 +49,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.ayac
 	$(BIN)/python -m benchmarks.episodes
 	$(BIN)/python -m benchmarks.imprecise
+	$(BIN)/python -m benchmarks.match_recognize
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis

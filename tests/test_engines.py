@@ -16,6 +16,7 @@ from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from imprecise_strategies import interval_queries
+from mr_strategies import funnel_queries, mr_queries
 from ses_strategies import all_queries, ses_queries, windowed_queries
 from strategies import agg_queries, queries, streams
 from strategies import events_frame as frame
@@ -40,6 +41,8 @@ QUERY_STRATEGIES = {
 }
 QUERY_STRATEGIES["episodes"] = episode_queries  # tofel, directmatch: tests/test_episodes.py
 QUERY_STRATEGIES["imprecise"] = interval_queries
+QUERY_STRATEGIES["match_recognize"] = lambda: mr_queries(allow_runtime_errors=False)
+QUERY_STRATEGIES["funnel"] = funnel_queries
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
@@ -64,7 +67,9 @@ def test_engine_passes_the_suite_on_random_queries(name, data):
 
 
 def test_every_engine_is_registered_once_by_name():
-    assert set(ENGINES) >= {"nfa", "aseq", "twostep", "ayac"}
+    named = {"nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows"}
+    named |= {"episodes", "tofel", "directmatch", "match_recognize", "funnel"}
+    assert set(ENGINES) >= named
     assert all(engine.name == name for name, engine in ENGINES.items())
 
 
@@ -123,7 +128,11 @@ def test_declared_output_matches_the_rows_of_both_engines():
 
 # ---- the runners know no engine ------------------------------------------------------------
 
-ENGINE_PACKAGES = ("sparkcep.engines.nfa", "sparkcep.engines.aseq", "sparkcep.engines.ses")
+ENGINE_PACKAGES = tuple(
+    "sparkcep.engines." + p.name
+    for p in (SRC / "engines").iterdir()
+    if p.is_dir() and (p / "__init__.py").exists()
+)
 
 
 def _imports(path: Path) -> set[str]:

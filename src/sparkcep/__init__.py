@@ -7,15 +7,23 @@
 
 `sparkcep.match(spark_df, query)` runs the same query through Spark,
 `sparkcep.aggregate(spark_df, [q1, q2])` runs AGG queries (A-Seq) and
-`sparkcep.stream(streaming_df, query, id_col=...)` runs queries on a live stream.
+`sparkcep.stream(streaming_df, query, id_col=...)` runs queries on a live stream, and
+`sparkcep.match_recognize(spark_df, "SELECT * FROM t MATCH_RECOGNIZE (...)")` runs SQL's row
+pattern recognition (docs/match_recognize.md).
 """
 
 from __future__ import annotations
+
+import importlib
 
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.runners.local import RunResult, aggregate_local, match_local, run_local
+
+# The module first, so that the function `explain` below is what `sparkcep.explain` names
+# (importing the module later, inside the function, would replace it).
+importlib.import_module("sparkcep.explain")
 
 __version__ = "0.1.0"
 
@@ -30,8 +38,12 @@ __all__ = [
     "aggregate_local",
     "analyze",
     "explain",
+    "funnel",
+    "funnel_local",
     "match",
     "match_local",
+    "match_recognize",
+    "match_recognize_local",
     "parse",
     "parse_file",
     "run_local",
@@ -145,13 +157,91 @@ def explain(
     types are checked against its columns.
     """
     from sparkcep.explain import explain_queries
+    from sparkcep.plan.match_recognize import query_options
 
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
-    return explain_queries(queries, _schema(data), options)
+    return explain_queries(queries, _schema(data), query_options(queries, options))
+
+
+def funnel_local(events, query: str, **options):
+    """A FUNNEL query over a pandas DataFrame: (per key, its furthest step; per step, the
+    number of keys that reached it). `options` are those of `run_local`."""
+    from sparkcep.funnels import funnel_tables
+
+    run = run_local(events, query, **options)
+    return funnel_tables(run.matches, run.programs[0])
+
+
+def funnel(df, query: str, **options):
+    """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
+    number of keys that reached it), as Spark DataFrames."""
+    from sparkcep.funnels import funnel_tables_spark
+    from sparkcep.runners.spark import run
+
+    result = run(df, query, **options)
+    return funnel_tables_spark(result.unordered, result.programs[0])
+
+
+def match_recognize(
+    df,
+    query: str,
+    *,
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    max_matches: int | None = None,
+    partitions: int | None = None,
+):
+    """Run a `SELECT ... MATCH_RECOGNIZE (...)` query on a Spark DataFrame; returns a
+    Spark DataFrame with the columns the standard gives its ROWS PER MATCH mode
+    (docs/match_recognize.md). ORDER BY names the time column (integers or timestamps,
+    `time_unit` for integers when WITHIN has a unit) and an optional tie-break."""
+    from sparkcep.plan.match_recognize import query_options
+    from sparkcep.runners.spark import execute
+
+    options = query_options(
+        query, Options(id_col=id_col, time_unit=time_unit, max_matches=max_matches)
+    )
+    result = execute(df, query, options, partitions=partitions)
+    if result.checked.rejected_count:
+        import warnings
+
+        warnings.warn(
+            f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
+            "rejected (a time or PARTITION BY value missing or unreadable); "
+            "sparkcep.runners.spark.execute(...).rejected has them",
+            stacklevel=2,
+        )
+    return result.rows
+
+
+def match_recognize_local(
+    events,
+    query: str,
+    *,
+    id_col: str | None = None,
+    time_unit: str | None = None,
+    max_matches: int | None = None,
+):
+    """`match_recognize` over a pandas DataFrame (or an iterable of dicts), in this process.
+
+    >>> rows = [{"t": i, "price": p} for i, p in enumerate([5, 4, 3, 4, 6])]
+    >>> match_recognize_local(rows, "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t "
+    ...   "MEASURES FIRST(A.price) AS top, LAST(B.price) AS bottom, LAST(C.price) AS back "
+    ...   "PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))")
+       top  bottom  back
+    0    5       3     6
+    """
+    from sparkcep.plan.match_recognize import query_options
+    from sparkcep.runners.local import _warn_rejected, execute_local
+
+    options = query_options(
+        query, Options(id_col=id_col, time_unit=time_unit, max_matches=max_matches)
+    )
+    return _warn_rejected(execute_local(events, query, options), "run_local")
 
 
 def _schema(data):

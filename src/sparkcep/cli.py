@@ -20,6 +20,7 @@ from rich.table import Table
 from sparkcep.errors import QueryError, SparkcepError
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
+from sparkcep.plan.match_recognize import is_match_recognize, query_options
 
 app = typer.Typer(
     add_completion=False,
@@ -111,7 +112,8 @@ def _query_text(query: str) -> str:
         if path.suffix == ".cep":
             return path.read_text()
         return _parsed_or_refused(path)
-    if query.lstrip().upper().startswith(("PATTERN", "QUERY", "RULE", "EPISODE")):
+    starts = ("PATTERN", "QUERY", "RULE", "EPISODE", "FUNNEL")
+    if query.lstrip().upper().startswith(starts) or is_match_recognize(query):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
 
@@ -120,7 +122,8 @@ def _parsed_or_refused(path: Path) -> str:
     """A file not named .cep is a query only if its text parses."""
     try:
         text = path.read_bytes()[: 1 << 20].decode("utf-8")
-        parse_file(text)
+        if not is_match_recognize(text):  # SELECT ... MATCH_RECOGNIZE (a .sql file)
+            parse_file(text)
         return text
     except Exception:  # never shown: the file may hold anything (a password file)
         raise SparkcepError(
@@ -131,6 +134,10 @@ def _parsed_or_refused(path: Path) -> str:
 
 def _pick(text: str, name: str | None) -> str:
     """The queries to run: the whole file, or the one named query."""
+    if is_match_recognize(text):  # SELECT ... MATCH_RECOGNIZE: one query, no names
+        if name is not None:
+            raise SparkcepError("--query picks a named query; a MATCH_RECOGNIZE file holds one")
+        return text
     queries = parse_file(text)
     if name is None:
         return queries[0].text if len(queries) == 1 and queries[0].name else text
@@ -224,6 +231,7 @@ def run(
         prune=prune,
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     with err.status("starting") as status:
         if local:
             reading = _reading(sep, columns)
@@ -371,6 +379,7 @@ def explain(
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     if input is not None:
         from sparkcep.files import read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
@@ -378,7 +387,7 @@ def explain(
 
         frame = read_pandas(input, **_reading(sep, columns))
         types = type_column(frame.columns, text, options)
-        valid, _ = split_valid(frame, time_col=time_col, type_col=types, id_col=id_col)
+        valid, _ = split_valid(frame, time_col=options.time_col, type_col=types, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
     out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
 
@@ -464,6 +473,7 @@ def stream(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
+    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     sinks = StreamSinks(
         output,
         late or os.path.join(output, "late"),
@@ -579,10 +589,11 @@ def fit(
     delay law (read back with USING MODEL 'MODEL.json')."""
     import json
 
-    from sparkcep.runners.fit import LAW_CHOICES, fit_model, fit_model_local
+    from sparkcep.runners.fit import fit_model, fit_model_local, fitting_kernel
 
-    if law not in LAW_CHOICES:
-        raise SparkcepError(f"unknown --law '{law}' (use {', '.join(LAW_CHOICES)})")
+    choices = fitting_kernel().LAW_CHOICES
+    if law not in choices:
+        raise SparkcepError(f"unknown --law '{law}' (use {', '.join(choices)})")
     started = time.time()
     text = _pick(_query_text(query), name)
     options = Options(

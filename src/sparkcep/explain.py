@@ -48,6 +48,11 @@ def explain_plan(plan: Plan, events=None) -> str:
     """
     engine = choose_engine(plan)
     (program,) = compile_jobs([plan], [None], plan.options)
+    own = program.explain_lines()
+    if own is not None:  # a plan that is not a SEQ pattern (MATCH_RECOGNIZE)
+        lines = [("engine", f"{engine.name}: {engine.summary}"), *own]
+        lines.append(("output", ", ".join(c.name for c in program.output)))
+        return _layout(lines + [("warning", w) for w in plan.warnings])
     lines: list[tuple[str, str]] = []
     comps = ", ".join(_component(c) for c in plan.components)
     lines.append(("pattern", f"SEQ({comps})"))

@@ -166,6 +166,11 @@ class Program(ABC):
         """Lines for `explain` that only this engine can say."""
         return []
 
+    def explain_lines(self) -> list[tuple[str, str]] | None:
+        """All of `explain`'s lines after the engine's, for a program whose plan is not a
+        SEQ pattern (None: `explain` describes the pattern, and adds `describe()`)."""
+        return None
+
     def row_checks(self) -> tuple[RowCheck, ...]:
         """What an input row must meet besides a time and a type (none by default)."""
         return ()
@@ -364,11 +369,20 @@ def _load_engines() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from sparkcep.engines import aseq, ayac, episodes, imprecise, nfa, ses  # noqa: F401
+    from sparkcep.engines import (  # noqa: F401
+        aseq,
+        ayac,
+        episodes,
+        funnel,
+        imprecise,
+        match_recognize,
+        nfa,
+        ses,
+    )
     from sparkcep.engines.ayac import engine  # noqa: F401
 
     order = ["nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows"]
-    order += ["episodes", "tofel", "directmatch"]
+    order += ["episodes", "tofel", "directmatch", "match_recognize", "funnel"]
     ranked = sorted(
         ENGINES.items(),
         key=lambda item: (item[0] not in order, order.index(item[0]) if item[0] in order else 0),

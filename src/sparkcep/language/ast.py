@@ -210,6 +210,11 @@ class Query:
     time_upper: Expr | None = None
     time_width: Duration | None = None
     time_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    skip: str | None = None  # AFTER MATCH SKIP: PAST_LAST_EVENT | TO_NEXT_EVENT
+    skip_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    timeouts: bool = False  # OUTPUT TIMEOUTS
+    timeouts_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
+    funnel: bool = False  # FUNNEL SEQ(...) instead of PATTERN
     name: str | None = None
     text: str = field(default="", compare=False, repr=False)
     span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -41,6 +41,8 @@ CLAUSE_FIELDS = {
     "predict_clause": "PREDICT",
     "confidence_clause": "CONFIDENCE",
     "time_clause": "TIME",
+    "skip_clause": "AFTER MATCH SKIP",
+    "timeouts_clause": "OUTPUT TIMEOUTS",
 }
 
 
@@ -135,6 +137,13 @@ class _ToAst(Transformer):
 
     def pattern_clause(self, meta, children):
         return children[0]
+
+    def funnel_clause(self, meta, children):
+        return children[0]
+
+    def funnel_query(self, meta, children):
+        query = self.query(meta, children)
+        return ast.Query(**{**query.__dict__, "funnel": True})
 
     def seq(self, meta, children):
         return _flatten(children)
@@ -277,6 +286,18 @@ class _ToAst(Transformer):
 
     def time_width(self, meta, children):
         return children[0]
+
+    def skip_clause(self, meta, children):
+        return "skip_clause", _span(meta), {"skip": children[0], "skip_span": _span(meta)}
+
+    def timeouts_clause(self, meta, children):
+        return "timeouts_clause", _span(meta), {"timeouts": True, "timeouts_span": _span(meta)}
+
+    def skip_past_last_event(self, meta, children):
+        return "PAST_LAST_EVENT"
+
+    def skip_to_next_event(self, meta, children):
+        return "TO_NEXT_EVENT"
 
     def duration(self, meta, children):
         amount, unit = children

@@ -24,7 +24,9 @@ from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
 from sparkcep.plan.ayac import AyacClauses
 from sparkcep.plan.episodes import EpisodeClauses
+from sparkcep.plan.extensions import NativeExtensions
 from sparkcep.plan.intervals import IntervalClauses
+from sparkcep.plan.match_recognize import analyze_match_recognize, is_match_recognize
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -57,13 +59,21 @@ def analyze(
     >>> [(c.kind, c.stage, ast.to_text(c.expr)) for c in plan.conditions]
     [('bind', 1, '(a.v < b.v)')]
     """
+    if isinstance(query, str) and is_match_recognize(query):
+        return analyze_match_recognize(query, schema, options or Options())
     if isinstance(query, str):
         query = parse(query)
     return _Analyzer(query, schema, options or Options()).run()
 
 
 class _Analyzer(
-    TypeChecker, AggregateClauses, AyacClauses, EventSetClauses, EpisodeClauses, IntervalClauses
+    TypeChecker,
+    AggregateClauses,
+    AyacClauses,
+    EventSetClauses,
+    EpisodeClauses,
+    IntervalClauses,
+    NativeExtensions,
 ):
     def __init__(self, query: ast.Query, schema: dict[str, Kind] | None, options: Options):
         self.query = query
@@ -144,7 +154,7 @@ class _Analyzer(
         )
         self._check_edge_negations(negations, window)
         returns = self._returns()
-        spec = self._aggregate_spec()
+        spec = self._aggregate_spec() or self._funnel_spec()
         window, spec = self._event_set_clauses(window, spec, strategy)
         spec = self._ayac_spec(comps, window, strategy) or spec
         spec = self._interval_spec(spec, window)
@@ -169,6 +179,7 @@ class _Analyzer(
             schema=dict(self.schema or {}),
             warnings=tuple(self.warnings),
             spec=spec,
+            **self._extension_fields(),
         )
 
     def _check_edge_negations(self, negations, window):
@@ -544,6 +555,10 @@ def plan_queries(
             plans.append(item)
             names.append(item.name)
             continue
+        if is_match_recognize(item):  # SELECT ... MATCH_RECOGNIZE (docs/match_recognize.md)
+            plans.append(analyze_match_recognize(item, schema, options))
+            names.append(None)
+            continue
         for query in parse_file(item):
             plans.append(analyze(query, schema, options))
             names.append(query.name)
@@ -561,6 +576,8 @@ def uses_types(queries) -> bool:
     is ANY, the input needs no type column)."""
     items = [queries] if isinstance(queries, str | Plan) else list(queries)
     for item in items:
+        if isinstance(item, str) and is_match_recognize(item):
+            continue  # MATCH_RECOGNIZE reads rows, which have no type
         comps = (
             item.components
             if isinstance(item, Plan)

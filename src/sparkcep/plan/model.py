@@ -152,6 +152,8 @@ class Plan:
     # What one family of engines adds to the pattern (AggregateSpec for AGG: aseq,
     # twostep); None for a plain pattern query. Engines test its type in `reason`.
     spec: object | None = None
+    skip: str | None = None  # AFTER MATCH SKIP: PAST_LAST_EVENT | TO_NEXT_EVENT (nfa)
+    timeouts: bool = False  # OUTPUT TIMEOUTS: partial matches whose window closed (nfa)
 
     @property
     def name(self) -> str | None:

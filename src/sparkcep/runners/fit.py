@@ -18,18 +18,23 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.ayac.fitting import (
-    LAW_CHOICES,
-    FitPlan,
-    fit_law,
-    miss_rate,
-    model_json,
-    time_column,
-)
-from sparkcep.engines.ayac.laws import law_from_json
+from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.errors import SparkcepError
 from sparkcep.plan import Options
 
-__all__ = ["LAW_CHOICES", "fit_model", "fit_model_local"]
+
+def fitting_kernel():
+    """The model-fitting kernel of the registered engines: its FitPlan (the measuring
+    queries), fit_law, miss_rate, model_json, time_column, law_from_json, LAW_CHOICES."""
+    _load_engines()
+    for engine in ENGINES.values():
+        kernel = getattr(engine, "model_fitting", None)
+        if kernel is not None:
+            return kernel()
+    raise SparkcepError("no registered engine fits models")
+
+
+__all__ = ["fit_model", "fit_model_local", "fitting_kernel"]
 
 
 def _measuring(options: Options) -> Options:
@@ -47,7 +52,8 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
 
     from sparkcep.runners.spark import execute
 
-    fp = FitPlan(query, time_col=options.time_col)
+    k = fitting_kernel()
+    fp = k.FitPlan(query, time_col=options.time_col)
     measuring = _measuring(options)
     complete = execute(df, fp.complete, measuring)
     kind = complete.checked.time_kind
@@ -60,7 +66,8 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     n_complete = matches.count()
     parts = [
         matches.select(
-            F.lit(var).alias("var"), (ticks(time_column(b)) - ticks(time_column(a))).alias("gap")
+            F.lit(var).alias("var"),
+            (ticks(k.time_column(b)) - ticks(k.time_column(a))).alias("gap"),
         )
         for var, a, b in fp.gap_pairs()
     ]
@@ -70,7 +77,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
         parts.append(
             rows.select(
                 F.lit(var).alias("var"),
-                (ticks(time_column(b)) - ticks(time_column(a))).alias("gap"),
+                (ticks(k.time_column(b)) - ticks(k.time_column(a))).alias("gap"),
             )
         )
     laws = {}
@@ -83,23 +90,25 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
         )
         for row in fitted.collect():
             entry = json.loads(row["model"])
-            laws[row["var"]] = (law_from_json(entry["delay"]), entry["fit"])
+            laws[row["var"]] = (k.law_from_json(entry["delay"]), entry["fit"])
     rates = {}
     for var, text in fp.reduced.items():
         reduced = execute(df, text, measuring).unordered.count()
         others = [f"`{p.var}`" for p in fp.positives if p.var != var]
         extended = matches.select(*others).distinct().count()
-        rates[var] = miss_rate(reduced, extended)
+        rates[var] = k.miss_rate(reduced, extended)
     matches.unpersist()
-    return model_json(
+    return k.model_json(
         fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=n_complete
     )
 
 
 def _group_fitter(choice: str):
+    k = fitting_kernel()
+
     def fit_group(frame: pd.DataFrame) -> pd.DataFrame:
         var = str(frame["var"].iloc[0])
-        fitted, fit = fit_law(frame["gap"].to_numpy(dtype=np.float64), choice)
+        fitted, fit = k.fit_law(frame["gap"].to_numpy(dtype=np.float64), choice)
         model = json.dumps({"delay": fitted.to_json(), "fit": fit})
         return pd.DataFrame({"var": [var], "model": [model]})
 
@@ -110,7 +119,8 @@ def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="a
     """The same fit with pandas, in this process (no JVM)."""
     from sparkcep.runners.local import execute_local
 
-    fp = FitPlan(query, time_col=options.time_col)
+    k = fitting_kernel()
+    fp = k.FitPlan(query, time_col=options.time_col)
     measuring = _measuring(options)
     complete = execute_local(frame, fp.complete, measuring)
     kind = complete.plan.time_kind
@@ -122,19 +132,19 @@ def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="a
             return col.to_numpy(dtype="datetime64[us]").astype(np.int64).astype(np.float64)
         return col.to_numpy(dtype=np.float64)
 
-    samples = {var: ticks(matches, time_column(b)) - ticks(matches, time_column(a))
+    samples = {var: ticks(matches, k.time_column(b)) - ticks(matches, k.time_column(a))
                for var, a, b in fp.gap_pairs()}  # fmt: skip
     for var, text in fp.negated.items():
         a, b = fp.negated_pair(var)
         rows = execute_local(frame, text, measuring).matches
-        samples[var] = ticks(rows, time_column(b)) - ticks(rows, time_column(a))
-    laws = {var: fit_law(gaps, law) for var, gaps in samples.items() if len(gaps)}
+        samples[var] = ticks(rows, k.time_column(b)) - ticks(rows, k.time_column(a))
+    laws = {var: k.fit_law(gaps, law) for var, gaps in samples.items() if len(gaps)}
     rates = {}
     for var, text in fp.reduced.items():
         reduced = len(execute_local(frame, text, measuring).matches)
         others = [p.var for p in fp.positives if p.var != var]
         extended = len(matches[others].drop_duplicates())
-        rates[var] = miss_rate(reduced, extended)
-    return model_json(
+        rates[var] = k.miss_rate(reduced, extended)
+    return k.model_json(
         fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=len(matches)
     )

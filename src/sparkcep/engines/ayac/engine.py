@@ -46,6 +46,13 @@ class AyacEngine(Engine):
     def compile(self, plans, names, options) -> AyacProgram:
         return AyacProgram(plans, names, options)
 
+    @staticmethod
+    def model_fitting():
+        """The model-fitting kernel (`sparkcep.runners.fit` finds it here)."""
+        from sparkcep.engines.ayac import fitting
+
+        return fitting
+
 
 # Imported on its own (e.g. by a doctest run), this module would register first and
 # `_load_engines` would then skip the others: load them first, so the order stays theirs.

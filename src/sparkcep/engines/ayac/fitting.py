@@ -39,7 +39,14 @@ import math
 
 import numpy as np
 
-from sparkcep.engines.ayac.laws import Empirical, Exponential, Law, Normal, Uniform
+from sparkcep.engines.ayac.laws import (  # noqa: F401  (law_from_json: for runners/fit.py)
+    Empirical,
+    Exponential,
+    Law,
+    Normal,
+    Uniform,
+    law_from_json,
+)
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 

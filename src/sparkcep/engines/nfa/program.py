@@ -8,7 +8,7 @@ with a negation at the end, once time passes its window (`advance`, `flush`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,8 @@ import pandas as pd
 from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
+from sparkcep.engines.nfa.skip import FIRST, HIDDEN, LAST, PLAN, AfterMatchSkip, prune_points
+from sparkcep.engines.nfa.timeouts import timeout_rows
 from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.plan import STRATEGIES
@@ -29,6 +31,8 @@ NEW = "__new"  # marks the rows of the current batch in the matched frame
 class NfaState:
     buffer: pd.DataFrame | None = None  # events that can still take part in a match
     latest: int | None = None  # latest time seen, in ticks
+    held: pd.DataFrame | None = None  # AFTER MATCH SKIP: matches not decided yet
+    points: dict = field(default_factory=dict)  # AFTER MATCH SKIP: plan -> key -> skip point
 
 
 class NfaProgram(Program):
@@ -53,6 +57,21 @@ class NfaProgram(Program):
         super().__init__(plans, names, options)
         self.keep_unmatched = any(p.strategy == "STRICT_CONTIGUITY" for p in self.plans)
         self._output = self._merged_output()
+        self._skips = {
+            i: AfterMatchSkip(p.skip, p.key, p.window, plan_order(p))
+            for i, p in enumerate(self.plans)
+            if p.skip is not None
+        }
+
+    @property
+    def reach(self) -> tuple[int | None, int | None]:
+        if self._skips or self._timeouts:  # they depend on what came before: no ranges
+            return None, None
+        return super().reach
+
+    @property
+    def _timeouts(self) -> list[int]:
+        return [i for i, p in enumerate(self.plans) if p.timeouts]
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -80,7 +99,14 @@ class NfaProgram(Program):
         return tuple(cols.values())
 
     def describe(self) -> list[tuple[str, str]]:
-        return [("strategy", STRATEGY_WORDS[p.strategy]) for p in self.plans[:1]]
+        lines = [("strategy", STRATEGY_WORDS[p.strategy]) for p in self.plans[:1]]
+        for p in self.plans[:1]:
+            if p.skip is not None:
+                lines.append(("skip", SKIP_WORDS[p.skip]))
+            if p.timeouts:
+                lines.append(("timeouts", "also the partial matches nothing extends, when their "
+                              "window closes (timeout, reached)"))  # fmt: skip
+        return lines
 
     # ---- running
     def new_state(self) -> NfaState:
@@ -103,28 +129,96 @@ class NfaProgram(Program):
             starts = np.ones(len(frame), dtype=bool)
             starts[frame[NEW].to_numpy()] = owned
         out = self._match(frame, frame[NEW].to_numpy(), (previous, state.latest), starts)
+        if self._timeouts:
+            out = self._with_timeouts(out, frame, previous, state.latest)
         self._prune(state, frame.drop(columns=[NEW]))
-        return out
+        return self._skipped(state, out, state.latest + 1 if state.latest is not None else None)
 
     def advance(self, state: NfaState, to: int) -> pd.DataFrame:
         """Time reaches `to` (ticks) with no event before it to come (a watermark): the
         trailing-negation matches whose window closed are reported, the rest expires."""
         if state.buffer is None or (state.latest is not None and to <= state.latest):
-            return self.empty(state.buffer)
+            return self._skipped(state, self.empty(state.buffer), to)
         out = self.empty(state.buffer)
         if self._trailing and len(state.buffer):
             out = self._match(state.buffer, None, (state.latest, to), None)
+        if self._timeouts and len(state.buffer):
+            out = self._with_timeouts(out, state.buffer, state.latest, to)
         state.latest = to
         self._prune(state, state.buffer)
-        return out
+        return self._skipped(state, out, to)
 
     def flush(self, state: NfaState) -> pd.DataFrame:
-        if state.buffer is None or not len(state.buffer) or not self._trailing:
-            return self.empty(state.buffer)
-        return self._match(state.buffer, None, (state.latest, None), None)
+        out = self.empty(state.buffer)
+        if state.buffer is not None and len(state.buffer):
+            if self._trailing:
+                out = self._match(state.buffer, None, (state.latest, None), None)
+            if self._timeouts:
+                out = self._with_timeouts(out, state.buffer, state.latest, None)
+        return self._skipped(state, out, None, final=True)
+
+    # ---- OUTPUT TIMEOUTS
+    def _with_timeouts(self, out: pd.DataFrame, frame, after, upto) -> pd.DataFrame:
+        """`out` and the partial matches that timed out in (after, upto] (timeouts.py)."""
+        frame = frame.drop(columns=[NEW], errors="ignore")
+        mask = self.mask(frame)
+        parts = [out]
+        for i in self._timeouts:
+            plan = self.plans[i]
+            table = build_table(
+                frame,
+                mask=self.signatures.plan_mask(plan, mask),
+                segment_cols=self.segments_of(frame),
+                time_col=self.options.time_col,
+                tiebreak=self.tiebreak,
+                attributes=plan.engine_attributes(),
+                keep_unmatched=plan.strategy == "STRICT_CONTIGUITY",
+            )
+            rows = timeout_rows(plan, frame, table, after, upto, self.id_col or "")
+            if len(rows) and self.names is not None:
+                rows.insert(0, QUERY, self.names[i])
+            parts.append(rows)
+        result = self.concat(parts, frame)
+        return sort_rows(result, self.order) if len(result) > 1 else result
 
     def is_empty(self, state: NfaState) -> bool:
-        return state.buffer is None or not len(state.buffer)
+        no_skips = (state.held is None or not len(state.held)) and not any(state.points.values())
+        return (state.buffer is None or not len(state.buffer)) and no_skips
+
+    # ---- AFTER MATCH SKIP
+    def _skipped(self, state: NfaState, rows: pd.DataFrame, horizon, final=False):
+        """Rows of plans with AFTER MATCH SKIP wait until they can be decided (skip.py)."""
+        if not self._skips:
+            return rows
+        mine = rows[PLAN].notna().to_numpy() if PLAN in rows.columns else np.zeros(len(rows), bool)
+        held = rows[mine]
+        if state.held is not None and len(state.held):
+            held = pd.concat([_as_lists(state.held), held], ignore_index=True)
+        kept, waiting = [rows[~mine].drop(columns=list(HIDDEN), errors="ignore")], []
+        for i, skip in self._skips.items():
+            candidates = held[held[PLAN] == i] if PLAN in held.columns else held.iloc[:0]
+            points = state.points.get(i, {})
+            chosen, rest, points = skip.select(candidates, points, horizon, final)
+            state.points[i] = prune_points(points, horizon) if not final else {}
+            kept.append(chosen.drop(columns=list(HIDDEN), errors="ignore"))
+            waiting.append(rest)
+        rest = [w for w in waiting if len(w)]
+        state.held = pd.concat(rest, ignore_index=True) if rest else None
+        out = self.concat([k for k in kept if len(k)], rows)
+        return sort_rows(out, self.order) if len(out) > 1 else out.reset_index(drop=True)
+
+    def _order_keys(self, i: int, frame, table, matches) -> dict:
+        """The processing-order keys of each match's first and last events (skip.py)."""
+        ticks = frame_ticks(frame, self.options.time_col)
+        tie = frame[self.tiebreak].to_numpy(dtype=object) if self.tiebreak else None
+        ids = frame[self.id_col].to_numpy()
+        out: dict = {PLAN: np.full(len(matches), i)}
+        for names, pos in ((FIRST, matches.first), (LAST, matches.last)):
+            rows = table.row[pos]
+            out[names[0]] = ticks[rows]
+            out[names[1]] = tie[rows] if tie is not None else np.zeros(len(rows), dtype=np.int64)
+            out[names[2]] = ids[rows]
+        return out
 
     # ----
     @property
@@ -155,7 +249,8 @@ class NfaProgram(Program):
             )
             if not len(matches):
                 continue
-            out = match_rows(plan, frame, table, matches, self.id_col)
+            extra = self._order_keys(i, frame, table, matches) if i in self._skips else None
+            out = match_rows(plan, frame, table, matches, self.id_col, extra)
             if self.names is not None:
                 out.insert(0, QUERY, self.names[i])
             outs.append(out)
@@ -173,6 +268,21 @@ class NfaProgram(Program):
         state.buffer = frame[ticks > state.latest - max(windows)].reset_index(drop=True)
 
 
+def _as_lists(frame: pd.DataFrame) -> pd.DataFrame:
+    """Kleene id columns as lists again (stored state reads them back as arrays)."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object and any(isinstance(v, np.ndarray) for v in out[col]):
+            out[col] = [v.tolist() if isinstance(v, np.ndarray) else v for v in out[col]]
+    return out
+
+
+SKIP_WORDS = {
+    "PAST_LAST_EVENT": "AFTER MATCH SKIP PAST LAST EVENT: per key, leftmost then longest "
+    "matches that do not overlap",
+    "TO_NEXT_EVENT": "AFTER MATCH SKIP TO NEXT EVENT: per key, the longest match of each first "
+    "event",
+}
 STRATEGY_WORDS = {
     "SKIP_TILL_ANY_MATCH": "skip-till-any-match (every combination)",
     "SKIP_TILL_NEXT_MATCH": "skip-till-next-match (each run takes the next relevant event)",

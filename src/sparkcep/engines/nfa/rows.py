@@ -20,6 +20,8 @@ def plan_output(plan: Plan, id_col: str) -> tuple[OutputColumn, ...]:
     cols += [OutputColumn(k, like=k) for k in plan.key]
     cols += [OutputColumn(c.var, is_list=c.kleene, like=id_col) for c in plan.positives]
     cols += [OutputColumn(r.name, r.kind, r.is_list) for r in plan.returns]
+    if plan.timeouts:  # OUTPUT TIMEOUTS (timeouts.py)
+        cols += [OutputColumn("timeout", "bool"), OutputColumn("reached", "string")]
     return tuple(cols)
 
 
@@ -28,9 +30,15 @@ def plan_order(plan: Plan) -> tuple[str, ...]:
 
 
 def match_rows(
-    plan: Plan, frame: pd.DataFrame, table: EventTable, matches: Matches, id_col: str
+    plan: Plan,
+    frame: pd.DataFrame,
+    table: EventTable,
+    matches: Matches,
+    id_col: str,
+    extra: dict | None = None,
 ) -> pd.DataFrame:
-    """One row per match. `frame` is the events frame `table` was built from."""
+    """One row per match. `frame` is the events frame `table` was built from; `extra`
+    adds columns (one value per match, in `matches` order)."""
     row = table.row
     time = frame[plan.options.time_col].to_numpy()
     ids = frame[id_col].to_numpy()
@@ -49,6 +57,10 @@ def match_rows(
             out[comp.var] = ids[row[pos.astype(np.int64)]]
     for col in plan.returns:
         out[col.name] = _typed(matches.values[col.name], col.kind, col.is_list)
+    out.update(extra or {})
+    if plan.timeouts:  # a complete match (timeouts.py)
+        out["timeout"] = pd.array([False] * len(matches), dtype="boolean")
+        out["reached"] = plan.positives[-1].var
     return sort_rows(pd.DataFrame(out), plan_order(plan))
 
 
