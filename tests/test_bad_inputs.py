@@ -293,6 +293,15 @@ def test_a_sparkcep_error_inside_a_spark_task_is_its_own_line(spark):
     )
 
 
+def test_sparkcep_debug_shows_the_exception_itself(spark, capsys, tmp_path, monkeypatch):
+    """SPARKCEP_DEBUG=1: the Spark error is raised as it is (its traceback shown)."""
+    path = tmp_path / "e.csv.gz"
+    path.write_bytes(_truncated_gz())
+    monkeypatch.setenv("SPARKCEP_DEBUG", "1")
+    with pytest.raises(Exception, match="FAILED_READ_FILE"):
+        cli.main(["run", QUERY, "-i", str(path), "-o", str(tmp_path / "m.jsonl")])
+
+
 SPARKCEP = [sys.executable, "-m", "sparkcep.cli"]
 
 
