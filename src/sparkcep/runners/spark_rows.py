@@ -175,11 +175,10 @@ class _Reasons:
         self.id_col = id_col
         self.id_missing = F.col(f"`{id_col}`").isNull() if id_col else F.lit(False)
         self.not_utf8 = F.lit(False)
-        if text:  # text files: Spark keeps a cell's bytes as they are (docs/input.md)
-            for name in _text_columns(df, (CORRUPT,)):
-                cell = F.col(f"`{name}`")
-                bad = ~F.is_valid_utf8(cell) | (F.instr(cell, REPLACEMENT) > 0)
-                self.not_utf8 = self.not_utf8 | F.coalesce(bad, F.lit(False))
+        text_cols = _text_columns(df, (CORRUPT,)) if text else []
+        if text_cols:  # Spark reads bytes that are not UTF-8 as U+FFFD (docs/input.md)
+            cells = F.concat_ws("\u0001", *[F.col(f"`{c}`") for c in text_cols])
+            self.not_utf8 = F.instr(cells, REPLACEMENT) > 0
 
     def reason(self, kind: str) -> Column:
         return (
