@@ -182,7 +182,7 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     input_schema = sdf.schema
     type_col = _check_columns(list(sdf.columns), queries, options)
     prepared = _typed(sdf, types, options.time_col)
-    schema = schema_of(prepared.sdf, ignore=tuple(prepared.raw.values()))
+    schema = schema_of(prepared.sdf, ignore=(*prepared.raw.values(), CORRUPT))
     schema[options.time_col] = prepared.time_kind
     plans, names = plan_queries(queries, schema, options)
     nanos = _nanos_per_tick(prepared.time_kind, options.time_unit)
