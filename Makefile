@@ -50,6 +50,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.episodes
 	$(BIN)/python -m benchmarks.imprecise
 	$(BIN)/python -m benchmarks.match_recognize
+	$(BIN)/python -m benchmarks.before_after
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis

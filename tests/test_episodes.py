@@ -401,3 +401,7 @@ def test_explain_says_what_a_rule_file_runs():
     assert "engine      episodes" in text
     assert "(W w, X x, Y y; w -> y, x -> y)" in text and "predicts Z" in text
     assert "output      t_s, t_e, vertices, ids, predict, after, before" in text
+    # the rule, not a SEQ pattern it is not, with its windows in the query's units
+    assert "SEQ(" not in text
+    assert "EPISODE (W w, X x, Y y; w -> y, x -> y) within 10 min" in text
+    assert "(t_e, t_s + 15 min)" in " ".join(text.split())

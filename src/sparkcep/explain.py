@@ -53,13 +53,17 @@ def explain_plan(plan: Plan, events=None) -> str:
         lines = [("engine", f"{engine.name}: {engine.summary}"), *own]
         lines.append(("output", ", ".join(c.name for c in program.output)))
         return _layout(lines + [("warning", w) for w in plan.warnings])
-    lines: list[tuple[str, str]] = []
-    comps = ", ".join(_component(c) for c in plan.components)
-    lines.append(("pattern", f"SEQ({comps})"))
+    described = program.describe()
+    # A program that answers something other than a SEQ pattern (episode rules) says what
+    # in its own `pattern` lines.
+    lines = [line for line in described if line[0] == "pattern"]
+    described = [line for line in described if line[0] != "pattern"]
+    if not lines:
+        comps = ", ".join(_component(c) for c in plan.components)
+        lines.append(("pattern", f"SEQ({comps})"))
     lines.append(("engine", f"{engine.name}: {engine.summary}"))
     for name, why in declined(plan, engine):
         lines.append(("not", f"{name}: {why}"))
-    described = program.describe()
     lines += [line for line in described if line[0] == "strategy"]
     lines.append(_window(plan))
     if plan.tiebreak:

@@ -523,6 +523,10 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
     if not os.path.isdir(path):
         raise DataError(f"the input '{path}' is not a folder: a stream reads a folder of files")
     _, fmt = input_files(path)
+    # The folder source lists the folder in a Python worker, whose working directory is
+    # not the caller's: a relative path must be made absolute here.
+    path = os.path.abspath(path)
+    checkpoint = os.path.abspath(checkpoint) if checkpoint else None
     df, types = read_folder(
         spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint
     )
@@ -533,6 +537,8 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
           trigger: str, fmt: str = "jsonl"):  # fmt: skip
     """Start writing a stream's rows; returns (StreamingQuery, BatchWriter)."""
     writer = BatchWriter(result, output, late, rejected, fmt)
+    if "://" not in checkpoint:  # the JVM resolves a relative path against its own folder
+        checkpoint = os.path.abspath(checkpoint)
     query = result.rows.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
     if trigger == "available-now":
         query = query.trigger(availableNow=True)

@@ -29,6 +29,7 @@ from sparkcep.errors import DataError
 from sparkcep.language import ast
 from sparkcep.prep.mask import Signature, Signatures
 from sparkcep.prep.table import MASK, frame_ticks
+from sparkcep.timeunits import describe_duration
 
 
 @state_class
@@ -144,17 +145,22 @@ class EpisodeProgram(Program):
             ("rules", f"{len(rules)}, sharing one index per partition; {len(rules.symbols)} "
              f"symbols, from {symbol}"),
         ]  # fmt: skip
+        plan = self.plans[0]
+        unit = "us" if plan.time_kind == "timestamp" else self.options.time_unit
+        if unit is None and plan.query.within is not None and plan.query.within.unit is not None:
+            unit = "s"  # a unit without data to check it against: windows are in seconds
         for plan, rule in list(zip(self.plans, rules.rules))[:5]:
             spec = plan.spec
             edges = ", ".join(f"{spec.vertices[u]} -> {spec.vertices[v]}" for u, v in spec.edges)
             vertices = ", ".join(f"{s} {v}" for s, v in zip(spec.symbols, spec.vertices))
             text = f"({vertices}{'; ' + edges if edges else ''})"
+            within, ahead = (describe_duration(w, unit) for w in (rule.window, rule.rule_window))
             lines.append(
-                ("episode", f"{rule.name + ': ' if rule.name else ''}{text} within {rule.window}, "
-                 f"predicts {rule.predict} in (t_e, t_s + {rule.rule_window})")
+                ("pattern", f"{'RULE ' + rule.name + ': ' if rule.name else ''}EPISODE {text} "
+                 f"within {within}, predicts {rule.predict} in (t_e, t_s + {ahead})")
             )  # fmt: skip
         if len(rules) > 5:
-            lines.append(("episode", f"... and {len(rules) - 5} more"))
+            lines.append(("pattern", f"... and {len(rules) - 5} more rules"))
         return lines
 
     def mask(self, events: pd.DataFrame) -> np.ndarray:
