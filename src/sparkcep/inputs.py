@@ -13,6 +13,8 @@ from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
+READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
 # Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
 NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
 # A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
@@ -53,14 +55,35 @@ def split_valid(
             codes >= 0, blank[codes] if len(blank) else False, False
         )
         reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if id_col is not None:  # an event without an id cannot be named in a match
+        reason[frame[id_col].isna().to_numpy() & reason.isna().to_numpy()] = f"{id_col} is missing"
+    if READ_REASON in frame:  # set by files.read_pandas: comes first, as in Spark
+        read = frame.pop(READ_REASON)
+        reason = read.where(read.notna(), reason)
     bad = reason.notna().to_numpy()
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
-    valid = frame[~bad].copy()
+    valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")
     valid[time_col] = time[~bad]
     if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
     return valid, rejected
+
+
+def duplicate_ids(valid: pd.DataFrame, id_col: str | None) -> list[str]:
+    """A warning counting the valid events whose id an earlier event has (--id)."""
+    if id_col is None or id_col not in valid.columns:
+        return []
+    return duplicate_warning(int(valid[id_col].duplicated().sum()), id_col)
+
+
+def duplicate_warning(n: int, id_col: str) -> list[str]:
+    if not n:
+        return []
+    return [
+        f"{n:,} event{'s have' if n > 1 else ' has'} the id of another event (--id {id_col}): "
+        "a match names them ambiguously; give each event its own id"
+    ]
 
 
 def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:

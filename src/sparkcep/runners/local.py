@@ -21,7 +21,15 @@ from sparkcep.engines.base import (
     sort_rows,
     tie_warning,
 )
-from sparkcep.inputs import REASON, ROW, as_frame, numeric_columns, schema_of, split_valid
+from sparkcep.inputs import (
+    REASON,
+    ROW,
+    as_frame,
+    duplicate_ids,
+    numeric_columns,
+    schema_of,
+    split_valid,
+)
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
 
@@ -79,7 +87,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
     rows = merge_rows(programs, outs)
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
-    warnings_ = [w for p in plans for w in p.warnings]
+    warnings_ = [w for p in plans for w in p.warnings] + duplicate_ids(valid, options.id_col)
     if tied and not any(p.tiebreak for p in plans):
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:

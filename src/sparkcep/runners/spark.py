@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
-from sparkcep.inputs import REASON, ROW
+from sparkcep.inputs import REASON, ROW, duplicate_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
@@ -59,7 +59,7 @@ class SparkRun:
             out.append(tie_warning(tied))
         if self.checked.types is not None:
             out += unknown_types(self.plans, self.checked.types)
-        return out
+        return out + duplicate_warning(self.checked.duplicate_ids(), self.checked.id_col)
 
     @property
     def plan(self) -> Plan:
