@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sparkcep.errors import QueryError, SparkcepError
+from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
 from sparkcep.plan.match_recognize import is_match_recognize, query_options
@@ -27,7 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Complex event processing on Spark: pattern queries over event files.",
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 out = Console()
 
 QueryArg = Annotated[
@@ -89,6 +89,13 @@ MaxWidthOpt = Annotated[
     int | None,
     typer.Option("--max-width", help="Interval time: the largest upper - lower (U_max).", min=0),
 ]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="Memory the matches of one run (or Spark task) may hold, e.g. 2GB (default).",
+    ),
+]
 SharingOpt = Annotated[
     str,
     typer.Option(
@@ -98,18 +105,44 @@ SharingOpt = Annotated[
 ]
 
 
+QUERY_SUFFIXES = (".cep", ".sase", ".txt", ".sql", ".query")
+
+
 def _query_text(query: str) -> str:
+    """The query: the text of a .cep file, of another file whose text parses as queries,
+    or the argument itself. A file that is not a query is never echoed (issue 10 §5: its
+    first line would show in the error)."""
     path = Path(query)
-    if path.suffix in (".cep", ".sase", ".txt", ".sql", ".query") or (
-        len(query) < 4096 and "\n" not in query and path.is_file()
-    ):
-        if not path.is_file():
-            raise SparkcepError(f"the query file '{query}' does not exist")
-        return path.read_text()
+    if path.suffix in QUERY_SUFFIXES and not path.is_file():
+        raise SparkcepError(f"the query file '{query}' does not exist")
+    if len(query) < 4096 and "\n" not in query and path.is_file():
+        if path.suffix == ".cep":
+            return path.read_text()
+        return _parsed_or_refused(path)
     starts = ("PATTERN", "QUERY", "RULE", "EPISODE", "FUNNEL")
     if query.lstrip().upper().startswith(starts) or is_match_recognize(query):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
+
+
+def _budget(text: str | None) -> int | None:
+    from sparkcep.budget import parse_size
+
+    return None if text is None else parse_size(text)
+
+
+def _parsed_or_refused(path: Path) -> str:
+    """A file not named .cep is a query only if its text parses."""
+    try:
+        text = path.read_bytes()[: 1 << 20].decode("utf-8")
+        if not is_match_recognize(text):  # SELECT ... MATCH_RECOGNIZE (a .sql file)
+            parse_file(text)
+        return text
+    except Exception:  # never shown: the file may hold anything (a password file)
+        raise SparkcepError(
+            f"'{path}' is a file, not a query file: name query files .cep "
+            "(its content is not shown)"
+        ) from None
 
 
 def _pick(text: str, name: str | None) -> str:
@@ -188,6 +221,7 @@ def run(
             "with --rejected).",
         ),
     ] = False,
+    memory_budget: BudgetOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
@@ -204,20 +238,25 @@ def run(
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
-    from sparkcep.files import default_rejected_path, output_format
+    from sparkcep.files import check_output, default_rejected_path
 
     started = time.time()
     text = _pick(_query_text(query), name)
     if count:
         output = None  # nothing is written but what --rejected names
         rejected_path = rejected
+        if rejected_path is not None:
+            check_output(rejected_path, input, "rejected file")
     else:
-        output_format(output)
         rejected_path = rejected or default_rejected_path(output)
+        check_output(output, input)  # every option is checked before anything runs
+        check_output(rejected_path, input, "rejected file")
+        if os.path.realpath(rejected_path) == os.path.realpath(output):
+            raise SparkcepError(f"--rejected and --output are the same file '{output}': name two")
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
-        prune=prune,
+        prune=prune, memory_budget=_budget(memory_budget),
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
     options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
@@ -390,7 +429,7 @@ def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
     for w in dict.fromkeys(s.warnings):
         err.print("warning: " + w, style="yellow", markup=False, highlight=False)
     if s.capped:
-        err.print("[yellow]warning:[/yellow] stopped at --max-matches; there may be more matches")
+        err.print(f"stopped after {s.rows:,} matches (--max-matches)", style="yellow")
     if explicit_rejected and not s.rejected:
         Path(rejected_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rejected_path).write_text("")
@@ -516,6 +555,7 @@ def stream(
     time_upper: TimeUpperOpt = None,
     pmf: PmfOpt = None,
     max_width: MaxWidthOpt = None,
+    memory_budget: BudgetOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
@@ -523,6 +563,7 @@ def stream(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
+        memory_budget=_budget(memory_budget),
     )  # fmt: skip
     options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
     sinks = StreamSinks(
@@ -533,7 +574,9 @@ def stream(
         trigger,
         fmt,
     )
-    with err.status("starting Spark") as status:
+    from sparkcep.failures import streaming
+
+    with err.status("starting Spark") as status, streaming(checkpoint):
         run_opts = (master, max_files, _reading(sep, columns), timeout)
         writer, progress = _stream(text, input, options, lateness, sinks, run_opts, status)
     _print_stream_summary(writer, progress, sinks, time.time() - started)
@@ -551,7 +594,7 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
         source, text, time_col=options.time_col, type_col=options.type_col,
         id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
         lateness=lateness, time_end_col=options.time_end_col, pmf_col=options.pmf_col,
-        max_width=options.max_width,
+        max_width=options.max_width, memory_budget=options.memory_budget,
     )  # fmt: skip
     running, writer = start(
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,
@@ -823,23 +866,37 @@ def _rule_input(path: str, local: bool, master, sep: str, status):
     return None, read_spark(spark_session(master), path, sep=sep)
 
 
-def main():
+def _fail(prefix: str, message: str, code: int = 2):
+    # One line however narrow the terminal (soft_wrap: rich does not break it).
+    err.print(prefix + message, highlight=False, markup=False, style="red", soft_wrap=True)
+    raise SystemExit(code) from None
+
+
+def main(args: list[str] | None = None):
+    """The command; an error that is the user's to fix is one line (`failures`), exit 2.
+    SPARKCEP_DEBUG=1 shows the traceback instead."""
+    from sparkcep.failures import user_message
+
+    # pyspark's notes on its own fallbacks (Arrow off, a failed batch) are not the user's.
+    warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
     try:
-        app(standalone_mode=False)
+        app(args, standalone_mode=False)
     except QueryError as e:
-        err.print("query error: " + str(e), highlight=False, markup=False, style="red")
-        raise SystemExit(2) from None
-    except SparkcepError as e:
-        err.print("error: " + str(e), highlight=False, markup=False, style="red")
-        raise SystemExit(2) from None
+        _fail("query error: ", str(e))
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         raise SystemExit(130) from None
-    except Exception as e:  # usage errors (click's exceptions, vendored by typer)
+    except Exception as e:
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()
+            e.show()  # usage errors (click's exceptions, vendored by typer)
             raise SystemExit(e.exit_code) from None
-        raise
+        if os.environ.get("SPARKCEP_DEBUG"):
+            raise
+        # a sparkcep error raised in a Spark task, else what failures.py makes of it
+        message = raised_in_worker(e) or user_message(e)
+        if message is None:
+            raise
+        _fail("error: ", message)
 
 
 if __name__ == "__main__":

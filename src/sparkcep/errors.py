@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sparkcep.language.ast import Span
 
 
@@ -51,3 +53,36 @@ class QueryError(SparkcepError):
 
 class DataError(SparkcepError):
     """The input cannot be used: a missing file or column, an empty input, a bad option."""
+
+
+_RAISED = re.compile(r"^sparkcep\.[\w.]*?\.?(\w+): (.+)$", re.MULTILINE)
+
+
+def raised_in_worker(error: BaseException) -> str | None:
+    """The message of a sparkcep error that a Spark task raised, from the text of the
+    exception that reached the driver (a PythonException, or a StreamingQueryException
+    around one), so that it is printed as its own line; None for any other error.
+
+    >>> raised_in_worker(RuntimeError(
+    ...     "Traceback (most recent call last):\\n  File ...\\n"
+    ...     "sparkcep.engines.nfa.matcher.TooManyMatches: stopped after 5 matches: more"))
+    'stopped after 5 matches: more'
+    >>> raised_in_worker(RuntimeError("java.lang.OutOfMemoryError")) is None
+    True
+    """
+    text = str(error).replace("\\n", "\n")
+    found = [m for m in _RAISED.finditer(text) if _is_user_error(m.group(1))]
+    if not found:
+        return None
+    return found[-1].group(2).strip()
+
+
+def _is_user_error(name: str) -> bool:
+    return name in {cls.__name__ for cls in _subclasses(SparkcepError)}
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _subclasses(sub)
+    return out

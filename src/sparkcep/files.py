@@ -3,15 +3,20 @@ not, one file or a folder of them (read in name order)."""
 
 from __future__ import annotations
 
+import csv
 import glob
 import gzip
+import io
+import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError
-from sparkcep.inputs import NULL_TOKENS
+from sparkcep.failures import reading
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON
 from sparkcep.jsonlines import json_bytes
 
 FORMATS = {
@@ -21,8 +26,8 @@ FORMATS = {
     ".ndjson": "json",
     ".parquet": "parquet",
 }
+REPLACEMENT = "\ufffd"  # what a byte that is not UTF-8 is read as
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-CORRUPT = "__corrupt_record"  # Spark's column for a row it could not parse
 
 
 def file_format(path: str) -> str | None:
@@ -58,14 +63,34 @@ def input_files(path: str) -> tuple[list[str], str]:
     return files, formats.pop()
 
 
-def output_format(path: str) -> str:
+def output_format(path: str, role: str = "output") -> str:
     name = path.lower()
     if name.endswith(".gz"):
         name = name[:-3]
     fmt = OUTPUT_FORMATS.get(os.path.splitext(name)[1])
     if fmt is None:
-        raise DataError(f"name the output .jsonl, .csv or .parquet (got '{path}')")
+        raise DataError(f"name the {role} .jsonl, .csv or .parquet (got '{path}')")
     return fmt
+
+
+def check_output(path: str, inputs: str, role: str = "output") -> None:
+    """Refuse, before anything runs, an output that cannot be written or would overwrite
+    (or later be read as) the input: a folder, a path under a file, a folder that is not
+    writable, the input itself or a file inside the input folder."""
+    if os.path.isdir(path):
+        raise DataError(f"the {role} '{path}' is a folder: name a file, e.g. '{path}/rows.jsonl'")
+    output_format(path, role)
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise DataError(f"cannot write the {role} '{path}': '{parent}' is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"cannot write the {role} '{path}': the folder '{parent}' is not writable")
+    target, source = os.path.realpath(path), os.path.realpath(inputs)
+    if target == source or (os.path.isdir(source) and target.startswith(source + os.sep)):
+        where = "is the input" if target == source else "is inside the input folder"
+        raise DataError(f"the {role} '{path}' {where} '{inputs}': write it elsewhere")
 
 
 def default_rejected_path(output: str) -> str:
@@ -74,29 +99,180 @@ def default_rejected_path(output: str) -> str:
     return f"{stem}.rejected.jsonl"
 
 
+# ---- CSV headers, checked the same way for pandas and Spark --------------------------------
+
+
+def csv_header(path: str, sep: str) -> list[str]:
+    """The column names of a CSV file's header line, without a UTF-8 byte order mark;
+    an empty file, a name given twice or a name with a backtick is refused (docs/input.md)."""
+    with reading(path), _open_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+        row = next(csv.reader(text, delimiter=sep), None)
+    if not row:
+        raise DataError(f"the CSV file '{path}' is empty: it needs a header line")
+    check_names(row, path)
+    return row
+
+
+def check_names(names: list[str], path: str) -> None:
+    """Column names must be unique, UTF-8 and free of backticks (docs/input.md)."""
+    seen: set[str] = set()
+    for name in map(str, names):
+        if name in seen:
+            raise DataError(
+                f"'{path}' names the column '{name}' twice: rename one (names must be unique)"
+            )
+        seen.add(name)
+        if "`" in name:
+            raise DataError(f"the column name '{name}' of '{path}' holds a backtick: rename it")
+        if REPLACEMENT in name:
+            raise DataError(f"the header of '{path}' is not UTF-8 text: convert the file")
+
+
+def check_headers(files: list[str], sep: str) -> list[str]:
+    """The header every CSV file of the input shares (a folder's files must agree)."""
+    first = csv_header(files[0], sep)
+    for f in files[1:]:
+        other = csv_header(f, sep)
+        if other != first:
+            raise DataError(
+                f"the CSV files of one input must share their header: '{f}' has "
+                f"({', '.join(other)}) but '{files[0]}' has ({', '.join(first)})"
+            )
+    return first
+
+
+def _open_binary(path: str):
+    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+
+
+def _file_bytes(path: str) -> bytes:
+    with reading(path), _open_binary(path) as f:
+        return f.read()
+
+
 # ---- pandas (run --local) -----------------------------------------------------------------
 
 
 def read_pandas(path: str, *, sep: str = ",", columns: list[str] | None = None) -> pd.DataFrame:
     """Event files as one pandas frame; `columns` names the columns of CSV files that
-    have no header line."""
+    have no header line. A malformed row (in CSV, a field count other than the header's;
+    in JSON lines, a line that is not a JSON object) or a row that is not UTF-8 text is
+    kept, marked for `inputs.split_valid` to reject with the reason (as Spark does)."""
     files, fmt = input_files(path)
+    if fmt == "csv" and not columns:
+        check_headers(files, sep)
     frames = []
     for f in files:
-        if fmt == "csv":
-            header = {"header": None, "names": list(columns)} if columns else {}
-            frames.append(
-                pd.read_csv(
-                    f, sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False, **header
-                )
-            )
-        elif fmt == "json":
-            frames.append(pd.read_json(f, lines=True, precise_float=True))
-        else:
-            frames.append(pd.read_parquet(f))
+        with reading(f):
+            if fmt == "csv":
+                frames.append(_read_csv(f, sep, columns))
+            elif fmt == "json":
+                frames.append(_read_jsonl(f))
+            else:
+                frames.append(pd.read_parquet(f))
+        check_names(list(frames[-1].columns), f)
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if not len(frame):
         raise DataError(f"the input '{path}' holds no events")
+    return frame
+
+
+def _read_csv(path: str, sep: str, names: list[str] | None) -> pd.DataFrame:
+    data = _file_bytes(path)
+    header = list(names) if names else csv_header(path, sep)
+    malformed = _malformed_csv_rows(data, sep, header, has_header=not names)
+    options: dict = {"header": None, "names": header} if names else {}
+    if malformed:  # line numbers (values never hold a line break: docs/input.md)
+        options["skiprows"] = [row + (0 if names else 1) for row in malformed]
+    frame = pd.read_csv(
+        io.BytesIO(data), sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False,
+        encoding="utf-8-sig", encoding_errors="replace", **options,
+    )  # fmt: skip
+    return _not_utf8_rows(_with_malformed(frame, malformed), data)
+
+
+def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bool) -> dict:
+    """Row number -> text of each row whose field count is not the header's (Arrow's
+    parser, line by line as Spark reads CSV: fast, and it counts fields exactly)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    bad: dict[int, str] = {}
+
+    def invalid(row):
+        bad[row.number - (2 if has_header else 1)] = row.text
+        return "skip"
+
+    pacsv.read_csv(
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(
+            use_threads=False, column_names=header, skip_rows=1 if has_header else 0
+        ),
+        parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=invalid),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=[header[0]], column_types={header[0]: pa.binary()},
+        ),
+    )  # fmt: skip
+    return bad
+
+
+def _read_jsonl(path: str) -> pd.DataFrame:
+    data = _file_bytes(path).removeprefix(b"\xef\xbb\xbf")
+    options = {"lines": True, "precise_float": True, "encoding_errors": "replace"}
+    try:
+        frame = pd.read_json(io.BytesIO(data), **options)
+        malformed: dict[int, str] = {}
+    except ValueError:  # some line is not a JSON object: find which, keep the others
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        malformed = {}
+        for i, line in enumerate(lines):
+            try:
+                ok = isinstance(json.loads(line), dict)
+            except ValueError:
+                ok = False
+            if not ok:
+                malformed[i] = line.decode("utf-8", errors="replace").rstrip("\r")
+        good = b"\n".join(line for i, line in enumerate(lines) if i not in malformed)
+        frame = pd.read_json(io.BytesIO(good), **options) if good else pd.DataFrame()
+    return _not_utf8_rows(_with_malformed(frame, malformed), data)
+
+
+def _with_malformed(frame: pd.DataFrame, malformed: dict[int, str]) -> pd.DataFrame:
+    """The rows read, and each malformed row at its place (its text in CORRUPT)."""
+    if not malformed:
+        return frame
+    n = len(frame) + len(malformed)
+    good = np.setdiff1d(np.arange(n), np.fromiter(malformed, dtype=np.int64, count=len(malformed)))
+    nullable = {
+        c: ("Int64" if pd.api.types.is_integer_dtype(t) else "boolean")
+        for c, t in frame.dtypes.items()
+        if pd.api.types.is_integer_dtype(t) or pd.api.types.is_bool_dtype(t)
+    }
+    frame = frame.astype(nullable).set_axis(good, axis=0)
+    bad = pd.DataFrame(
+        {CORRUPT: list(malformed.values()), READ_REASON: "malformed row"},
+        index=list(malformed),
+    )
+    return pd.concat([frame, bad]).sort_index().reset_index(drop=True)
+
+
+def _not_utf8_rows(frame: pd.DataFrame, data: bytes) -> pd.DataFrame:
+    """Rows holding bytes that are not UTF-8 (read as U+FFFD, the replacement character)
+    or U+FFFD itself are marked with the reason, as Spark marks them (docs/input.md)."""
+    if REPLACEMENT.encode() not in data:
+        try:
+            data.decode("utf-8")
+            return frame
+        except UnicodeDecodeError:
+            pass
+    bad = np.zeros(len(frame), dtype=bool)
+    for col in frame.columns:
+        if frame[col].dtype == object:
+            cells = frame[col].map(lambda v: isinstance(v, str) and REPLACEMENT in v)
+            bad |= cells.to_numpy(dtype=bool)
+    reasons = frame[READ_REASON] if READ_REASON in frame else pd.Series(None, index=frame.index)
+    frame[READ_REASON] = reasons.where(reasons.notna() | ~bad, "not UTF-8 text")
     return frame
 
 

@@ -13,6 +13,8 @@ from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 REASON = "reason"
+CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
+READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
 # Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
 NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
 # A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
@@ -46,17 +48,42 @@ def split_valid(
     reason[bad_time & ~missing_time] = f"{time_col} is not an integer or a timestamp"
     reason[out_of_range & ~missing_time] = OUT_OF_RANGE.format(time_col=time_col)
     if type_col is not None:
-        types = frame[type_col]
-        missing_type = types.isna().to_numpy() | (types.astype(str).str.strip() == "").to_numpy()
+        # judged per distinct type (a handful), not per row
+        codes, uniques = pd.factorize(frame[type_col])
+        blank = np.array([str(u).strip() == "" for u in uniques], dtype=bool)
+        missing_type = (codes < 0) | np.where(
+            codes >= 0, blank[codes] if len(blank) else False, False
+        )
         reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+    if id_col is not None:  # an event without an id cannot be named in a match
+        reason[frame[id_col].isna().to_numpy() & reason.isna().to_numpy()] = f"{id_col} is missing"
+    if READ_REASON in frame:  # set by files.read_pandas: comes first, as in Spark
+        read = frame.pop(READ_REASON)
+        reason = read.where(read.notna(), reason)
     bad = reason.notna().to_numpy()
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
-    valid = frame[~bad].copy()
+    valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")
     valid[time_col] = time[~bad]
     if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
     return valid, rejected
+
+
+def duplicate_ids(valid: pd.DataFrame, id_col: str | None) -> list[str]:
+    """A warning counting the valid events whose id an earlier event has (--id)."""
+    if id_col is None or id_col not in valid.columns:
+        return []
+    return duplicate_warning(int(valid[id_col].duplicated().sum()), id_col)
+
+
+def duplicate_warning(n: int, id_col: str) -> list[str]:
+    if not n:
+        return []
+    return [
+        f"{n:,} event{'s have' if n > 1 else ' has'} the id of another event (--id {id_col}): "
+        "a match names them ambiguously; give each event its own id"
+    ]
 
 
 def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:
@@ -133,31 +160,60 @@ def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, 
     for col in frame.columns:
         if col in skip or frame[col].dtype != object:
             continue
-        values = frame[col]
-        present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
-        n = int(present.sum())
-        if not n:
+        decided = _numeric_column(frame[col])
+        if decided is None:
             continue
-        numbers = pd.to_numeric(values.where(present), errors="coerce")
-        good = int(numbers.notna().sum())
-        if good < NUMERIC_SHARE * n:
-            continue
-        # Integers when every number is written as one (as Spark reads text: "2.0" is a
-        # double), and exactly: pd.to_numeric gives floats once a cell fails.
-        ints = values[numbers.notna()].map(_integer_text)
-        if len(ints) and ints.notna().all():
-            numbers = pd.array([None] * len(values), dtype="Int64")
-            numbers[np.flatnonzero(present & values.map(_integer_text).notna())] = ints.to_numpy()
-            numbers = pd.Series(numbers, index=values.index)
+        numbers, failing = decided
         changed[col] = numbers
-        failing = present & numbers.isna()
         if failing.any():
             reasons = pd.Series(None, index=frame.index, dtype=object)
-            reasons[failing] = [f"{col}: '{v}' is not a number" for v in values[failing]]
+            reasons[failing] = [f"{col}: '{v}' is not a number" for v in frame[col][failing]]
             bad_cells[col] = reasons
     if changed:
         frame = frame.assign(**changed)
     return frame, bad_cells
+
+
+def _numeric_column(values: pd.Series) -> tuple[pd.Series, np.ndarray] | None:
+    """(the column as numbers, where a present cell is not one), or None when under
+    NUMERIC_SHARE of its present cells are numbers. Text is judged once per distinct
+    value (a type column of a million rows holds a handful), which gives the same answer
+    as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
+    if pd.api.types.infer_dtype(values, skipna=True) == "string":
+        codes, uniques = pd.factorize(values)
+        distinct = pd.Series(uniques, dtype=object)
+        count = np.bincount(codes[codes >= 0], minlength=len(distinct))
+        parsed = pd.to_numeric(distinct, errors="coerce")
+        number = parsed.notna().to_numpy()
+        present_cells, good = int(count.sum()), int(count[number].sum())
+        if not present_cells or good < NUMERIC_SHARE * present_cells:
+            return None
+        ints = distinct[number].map(_integer_text)
+        known = codes >= 0
+        failing = known & ~np.where(known, number[codes], False)
+        if ints.notna().all():  # every number written as an integer: exact Int64
+            as_int = pd.array([None] * len(distinct), dtype="Int64")
+            as_int[np.flatnonzero(number)] = ints.to_numpy()
+            out = pd.array([None] * len(values), dtype="Int64")
+            out[np.flatnonzero(known)] = as_int[codes[known]]
+            return pd.Series(out, index=values.index), failing
+        taken = pd.Series(parsed.to_numpy()[np.where(known, codes, 0)], index=values.index)
+        return (taken if known.all() else taken.where(known)), failing
+    present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
+    n = int(present.sum())
+    if not n:
+        return None
+    numbers = pd.to_numeric(values.where(present), errors="coerce")
+    if int(numbers.notna().sum()) < NUMERIC_SHARE * n:
+        return None
+    # Integers when every number is written as one (as Spark reads text: "2.0" is a
+    # double), and exactly: pd.to_numeric gives floats once a cell fails.
+    ints = values[numbers.notna()].map(_integer_text)
+    if len(ints) and ints.notna().all():
+        numbers = pd.array([None] * len(values), dtype="Int64")
+        numbers[np.flatnonzero(present & values.map(_integer_text).notna())] = ints.to_numpy()
+        numbers = pd.Series(numbers, index=values.index)
+    return numbers, (present & numbers.isna()).to_numpy()
 
 
 def _integer_text(v):

@@ -29,7 +29,16 @@ from lark.exceptions import UnexpectedInput
 
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
-from sparkcep.language.parser import UNITS, _span, _syntax_error
+from sparkcep.language.parser import MAX_DEPTH as _MAX_DEPTH
+from sparkcep.language.parser import (
+    UNITS,
+    _check_depth,
+    _literal_number,
+    _span,
+    _syntax_error,
+    _too_deep,
+)
+from sparkcep.language.parser import _number as _sized_number
 
 # ---- row patterns ------------------------------------------------------------------------
 
@@ -345,18 +354,32 @@ def _lark() -> Lark:
 def parse_match_recognize(text: str) -> MrQuery:
     """Parse one `SELECT ... MATCH_RECOGNIZE (...)` query."""
     if not text.strip():
-        raise QueryError("the query is empty")
+        raise QueryError("the query is empty", text, ast.Span(1, 1, 1, 2))
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as error:
         raise _syntax_error(text, error) from None
+    _check_depth(tree, text)  # the limits of language/parser.py: no RecursionError
     try:
-        return _ToMr(text).transform(tree)
+        query = _ToMr(text).transform(tree)
     except Exception as error:  # lark wraps errors raised inside the transformer
         inner = getattr(error, "orig_exc", error)
         if isinstance(inner, QueryError):
             raise inner from None
         raise
+    _check_expr_depth(query, text)
+    return query
+
+
+def _check_expr_depth(query: MrQuery, text: str) -> None:
+    """Each MEASURES and DEFINE expression is at most MAX_DEPTH deep (a chain of AND/OR
+    folds into one level per operand), walked without recursion."""
+    stack = [(item.expr, 1) for item in (*query.measures, *query.defines)]
+    while stack:
+        expr, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            raise _too_deep(text, expr.span)
+        stack += [(child, depth + 1) for child in children(expr)]
 
 
 def _name(token) -> str:
@@ -365,7 +388,7 @@ def _name(token) -> str:
 
 
 def _number(text: str) -> int | float:
-    return int(text) if text.isdigit() else float(text)
+    return _sized_number(text)  # more than 19 digits: a float, never int()'s digit limit
 
 
 def _spanned(a: ast.Span, b: ast.Span) -> ast.Span:
@@ -595,6 +618,11 @@ class _ToMr(Transformer):
         text = str(token)
         if not text.isdigit():
             raise self._error("a quantifier bound is a whole number", _span(token))
+        if len(text) > 6:  # int() refuses 4,300 digits; the plan's size check needs less
+            raise self._error(
+                "a quantifier bound this large unrolls the pattern past 20,000 steps",
+                _span(token),
+            )
         return int(text)
 
     # ---- expressions
@@ -732,10 +760,10 @@ class _ToMr(Transformer):
         return Nav(fname, args[0], offset, span=span)
 
     def number(self, meta, children):
-        return ast.Literal(_number(str(children[0])), span=_span(meta))
+        return ast.Literal(_literal_number(children[0], self.text), span=_span(meta))
 
     def negative_number(self, meta, children):
-        return ast.Literal(-_number(str(children[0])), span=_span(meta))
+        return ast.Literal(-_literal_number(children[0], self.text), span=_span(meta))
 
     def string(self, meta, children):
         return ast.Literal(str(children[0])[1:-1].replace("''", "'"), span=_span(meta))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.resources import files
@@ -93,8 +94,36 @@ def _name(token: Token) -> str:
     return text[1:-1] if text.startswith("`") else text
 
 
+# Limits that keep every query's parse, plan and evaluation within Python's stack and
+# int64 arithmetic: a query beyond them is a QueryError, never a crash.
+MAX_DEPTH = 100  # levels of nesting: parentheses, operators, each AND/OR/+ of a chain
+INT_LIMIT = 2**63 - 1  # integer literals of expressions are int64
+INT_DIGITS = 19  # digits of INT_LIMIT: longer integers are too large
+
+
 def _number(text: str) -> int | float:
-    return int(text) if text.isdigit() else float(text)
+    if not text.isdigit():
+        return float(text)  # 1e400 is inf, never an error here
+    if len(text) > INT_DIGITS:  # beyond int64; int() refuses more than 4300 digits
+        return float(text)
+    return int(text)
+
+
+def _literal_number(token: Token, text: str) -> int | float:
+    """A number in an expression: an int64 or a finite float, else a positioned error."""
+    value = _number(str(token))
+    if str(token).isdigit() and (isinstance(value, float) or value > INT_LIMIT):
+        raise QueryError(
+            f"number too large: integers lie within ±{INT_LIMIT} (write {float(value):.3g} "
+            "for a float)"
+            if math.isfinite(value)
+            else f"number too large: integers lie within ±{INT_LIMIT}",
+            text,
+            _span(token),
+        )
+    if not math.isfinite(value):
+        raise QueryError("number too large for a float (at most 1.8e308)", text, _span(token))
+    return value
 
 
 def _unescape(text: str) -> str:
@@ -477,10 +506,10 @@ class _ToAst(Transformer):
         return ast.Call(str(name).lower(), tuple(args), span=_span(meta))
 
     def number(self, meta, children):
-        return ast.Literal(_number(str(children[0])), span=_span(meta))
+        return ast.Literal(_literal_number(children[0], self.text), span=_span(meta))
 
     def negative_number(self, meta, children):
-        return ast.Literal(-_number(str(children[0])), span=_span(meta))
+        return ast.Literal(-_literal_number(children[0], self.text), span=_span(meta))
 
     def string(self, meta, children):
         return ast.Literal(_unescape(str(children[0])), span=_span(meta))
@@ -590,18 +619,65 @@ def _syntax_error(text: str, error: UnexpectedInput) -> QueryError:
 def parse_file(text: str) -> list[ast.Query]:
     """Parse a query file: one query, or several `QUERY name: ...;` queries."""
     if not text.strip():
-        raise QueryError("the query is empty")
+        raise QueryError("the query is empty", text, ast.Span(1, 1, 1, 2))
     try:
         tree: Tree = _lark().parse(text)
     except UnexpectedInput as error:
         raise _syntax_error(text, error) from None
+    _check_depth(tree, text)
     try:
-        return _ToAst(text).transform(tree)
+        queries = _ToAst(text).transform(tree)
     except Exception as error:  # lark wraps errors raised inside the transformer
         inner = getattr(error, "orig_exc", error)
         if isinstance(inner, QueryError):
             raise inner from None
         raise
+    for query in queries:
+        _check_expr_depth(query, text)
+    return queries
+
+
+def _too_deep(text: str, span: ast.Span) -> QueryError:
+    return QueryError(
+        f"the query nests deeper than {MAX_DEPTH} levels (parentheses, operators, or a chain "
+        "of AND, OR or + counting one level each): split the expression",
+        text,
+        span,
+    )
+
+
+def _check_depth(tree: Tree, text: str) -> None:
+    """The parse tree is at most MAX_DEPTH deep (walked without recursion), so that
+    turning it into a Query cannot exhaust Python's stack."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(text, _span(node.meta))
+        stack += [(c, depth + 1) for c in node.children if isinstance(c, Tree)]
+
+
+def _expr_children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
+    if isinstance(expr, ast.BinOp):
+        return (expr.left, expr.right)
+    if isinstance(expr, ast.Not | ast.Negate | ast.InList):
+        return (expr.operand,)
+    if isinstance(expr, ast.Call):
+        return expr.args
+    return ()
+
+
+def _check_expr_depth(query: ast.Query, text: str) -> None:
+    """Every expression of the query (chains of AND/OR fold into one level per operand)
+    is at most MAX_DEPTH deep, so that planning and evaluation cannot exhaust the stack."""
+    roots = [query.where, query.time_lower, query.time_upper, query.symbol]
+    roots += [item.expr for item in (*query.returns, *query.aggregates)]
+    stack = [(root, 1) for root in roots if root is not None]
+    while stack:
+        expr, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(text, expr.span)
+        stack += [(child, depth + 1) for child in _expr_children(expr)]
 
 
 def parse(text: str) -> ast.Query:

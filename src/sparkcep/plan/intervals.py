@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from sparkcep.language import ast
-from sparkcep.timeunits import NANOS
+from sparkcep.timeunits import NANOS, WINDOW_LIMIT
 
 NO_VAR = ""  # the variable of the bare column names of TIME's bounds
 
@@ -175,6 +175,8 @@ class IntervalClauses:
                         width.span,
                     )
                 ticks = width.amount * NANOS[width.unit] / NANOS[unit]
+            if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
+                raise self.error("the width is too large (at most 2^62 ticks)", width.span)
             value = math.floor(ticks + 1e-9)
             if value < 0:
                 raise self.error("the width must not be negative", width.span)

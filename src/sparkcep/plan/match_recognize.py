@@ -519,9 +519,11 @@ class _MrAnalyzer:
                 )
             return "bool"
         if isinstance(expr, ast.Call):
-            kinds = [self._type(a) for a in expr.args]
+            kinds = [self._type(a) for a in expr.args]  # once each: nesting is not 2^depth
             if expr.name == "abs":
-                return self._want(expr.args[0], NUMERIC, "abs() needs a number")
+                if kinds[0] not in (*NUMERIC, "unknown"):
+                    raise self.error(f"abs() needs a number {_a(kinds[0])}", expr.args[0].span)
+                return kinds[0]
             known = [k for k in kinds if k != "unknown"]
             for k in known[1:]:
                 if not comparable(known[0], k):
@@ -557,8 +559,11 @@ class _MrAnalyzer:
                     expr.span,
                 )
             return "bool"
-        for side in (expr.left, expr.right):
-            self._want(side, NUMERIC, f"arithmetic '{expr.op}' needs numbers, and this is")
+        for side, kind in ((expr.left, left), (expr.right, right)):  # typed once: not 2^depth
+            if kind not in (*NUMERIC, "unknown"):
+                raise self.error(
+                    f"arithmetic '{expr.op}' needs numbers, and this is {_a(kind)}", side.span
+                )
         if expr.op == "/" or "float" in (left, right):
             return "float"
         if "unknown" in (left, right):

@@ -27,7 +27,9 @@ class Options:
     numbers in input order), `time_unit` of an integer time column (ns, us, ms or s),
     `tiebreak` (a column ordering equal times, as ORDER BY ts, col), `time_end_col` (the
     end of an interval time) and `prob_col` (an event's probability) for the engines
-    that read them. Run: `max_matches` (stop after this many matches), `algorithm`
+    that read them. Run: `max_matches` (stop after this many matches: the first found,
+    not the first of the sorted output), `memory_budget` (bytes the matches and partial
+    matches of one program run may hold; None: 2 GiB), `algorithm`
     (an engine by name, e.g. twostep; None: the best for the query), `sharing` of AGG
     queries (prefix, chop or none), `prune`: the match-window prunings of the engines
     that run behind match windows (none, f, fp or fpc; None: the best, fpc).
@@ -47,6 +49,7 @@ class Options:
     time_end_col: str | None = None
     prob_col: str | None = None
     max_matches: int | None = None
+    memory_budget: int | None = None
     algorithm: str | None = None
     sharing: str = "prefix"
     prune: str | None = None

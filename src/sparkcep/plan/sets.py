@@ -67,8 +67,9 @@ class EventSetClauses:
         if not has_sets and q.select is None:
             return window, spec
         what = "event sets" if has_sets else "SELECT"
-        if spec is not None:
-            raise self.error(f"AGG cannot be combined with {what}", q.aggregates[0].span)
+        if spec is not None:  # an AGG query's, or a FUNNEL's (which has no AGG items)
+            clause, span = ("AGG", q.aggregates[0].span) if q.aggregates else ("FUNNEL", q.span)
+            raise self.error(f"{clause} cannot be combined with {what}", span)
         for c in q.components:
             if c.negated:
                 raise self.error(f"a pattern with {what} cannot have negations", c.span)

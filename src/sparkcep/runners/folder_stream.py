@@ -34,8 +34,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from sparkcep.errors import DataError
-from sparkcep.files import file_format, input_files
-from sparkcep.inputs import NULL_TOKENS, numeric_columns
+from sparkcep.failures import damaged_checkpoint, reading
+from sparkcep.files import check_headers, check_names, file_format, input_files
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, numeric_columns
 from sparkcep.runners.spark_rows import spark_type
 
 TYPES_FILE = "sparkcep-types.json"
@@ -112,26 +113,43 @@ def _read_seen(path: str | None) -> set[str]:
 
 
 def _batches(path: str, fmt: str, sep: str, columns: list[str], header: list[str] | None):
-    """A file's rows as Arrow record batches of the stream's columns (text, but parquet)."""
+    """A file's rows as Arrow record batches of the stream's columns (text, but parquet);
+    text files also fill CORRUPT, the text of a malformed row."""
     if fmt == "parquet":
-        table = pq.read_table(path)
+        with reading(path):
+            table = pq.read_table(path)
         yield from table.select([c for c in columns if c in table.column_names]).to_batches()
         return
-    rows = _text_rows(path, fmt, sep, header)
-    data = {c: [r.get(c) for r in rows] for c in columns}
-    yield pa.RecordBatch.from_pydict(data, schema=pa.schema([(c, pa.string()) for c in columns]))
+    names = [*columns, CORRUPT]
+    rows = _text_rows(path, fmt, sep, header, expected=columns)
+    data = {c: [r.get(c) for r in rows] for c in names}
+    yield pa.RecordBatch.from_pydict(data, schema=pa.schema([(c, pa.string()) for c in names]))
 
 
-def _text_rows(path: str, fmt: str, sep: str, header: list[str] | None) -> list[dict]:
+def _text_rows(
+    path: str, fmt: str, sep: str, header: list[str] | None, expected: list[str] | None = None
+) -> list[dict]:
     """Rows of a CSV or JSON lines file as text cells (a JSON value that is not text is
-    written as JSON); a line that cannot be read becomes a row of nulls, counted as
-    malformed by the checks downstream (its time is missing)."""
+    written as JSON); a row that cannot be read (in CSV, a field count other than the
+    header's; in JSON lines, a line that is not an object) is a row of its text in
+    CORRUPT, rejected downstream as malformed (docs/input.md). A CSV file whose header
+    is not the stream's is refused."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as f:
+    with reading(path), opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace") as f:
         if fmt == "csv":
             reader = csv.reader(f, delimiter=sep)
             header = header or next(reader, [])
-            return [dict(zip(header, _cells(values))) for values in reader]
+            if expected is not None and header != expected:
+                raise DataError(
+                    f"'{path}' has the header ({', '.join(header)}) but the stream's files have "
+                    f"({', '.join(expected)}): move it out of the folder"
+                )
+            return [
+                dict(zip(header, _cells(values)))
+                if len(values) == len(header)
+                else {CORRUPT: sep.join(values)}
+                for values in reader
+            ]
         out = []
         for line in f:
             if not line.strip():
@@ -139,8 +157,11 @@ def _text_rows(path: str, fmt: str, sep: str, header: list[str] | None) -> list[
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                record = {}
-            out.append({k: _text(v) for k, v in record.items()} if isinstance(record, dict) else {})
+                record = None
+            if isinstance(record, dict):
+                out.append({k: _text(v) for k, v in record.items()})
+            else:
+                out.append({CORRUPT: line.rstrip("\r\n")})
         return out
 
 
@@ -176,7 +197,13 @@ def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None
     present now (and written there)."""
     saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
     if saved is not None and saved.exists():
-        return json.loads(saved.read_text())
+        try:
+            types = json.loads(saved.read_text(encoding="utf-8"))
+        except ValueError:
+            types = None
+        if not isinstance(types, dict) or not all(isinstance(t, str) for t in types.values()):
+            raise DataError(damaged_checkpoint(str(checkpoint), str(saved)))
+        return types
     files, _ = input_files(folder)
     types = _decide_types(files, fmt, sep, header)
     if saved is not None:
@@ -187,14 +214,18 @@ def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None
 
 def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str]:
     if fmt == "parquet":
-        schema = pq.read_schema(files[0])
+        with reading(files[0]):
+            schema = pq.read_schema(files[0])
         return {f.name: _arrow_kind(f.type) for f in schema}
     rows: list[dict] = []
-    columns: list[str] = []
+    columns: list[str] = list(header) if header else []
+    if fmt == "csv" and not header:
+        columns = check_headers(files, sep)
     for path in files:
         batch = _text_rows(path, fmt, sep, header)
-        if not columns:
-            columns = list(batch[0]) if batch else []
+        if fmt == "json":
+            keys = (k for r in batch for k in r if k != CORRUPT)
+            columns = list(dict.fromkeys([*columns, *keys]))
         rows += batch
         if len(rows) >= SAMPLE_ROWS:
             break
@@ -202,6 +233,7 @@ def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str
         raise DataError(
             f"the folder '{Path(files[0]).parent}' holds no events to learn its columns from"
         )
+    check_names(columns, str(Path(files[0]).parent))
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:SAMPLE_ROWS]], dtype=object)
     typed, _ = numeric_columns(frame, skip=set())
     return {c: _pandas_kind(typed[c]) for c in columns}
@@ -235,8 +267,8 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
     types = stream_types(folder, fmt, sep, columns, checkpoint)
     if fmt == "parquet":
         schema = T.StructType([T.StructField(c, spark_type(_kind_of(t))) for c, t in types.items()])
-    else:
-        schema = T.StructType([T.StructField(c, T.StringType()) for c in types])
+    else:  # text, and the text of a malformed row
+        schema = T.StructType([T.StructField(c, T.StringType()) for c in [*types, CORRUPT]])
     reader = (
         spark.readStream.format("sparkcep_folder")
         .option("path", folder)

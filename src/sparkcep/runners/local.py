@@ -21,7 +21,15 @@ from sparkcep.engines.base import (
     sort_rows,
     tie_warning,
 )
-from sparkcep.inputs import REASON, ROW, as_frame, numeric_columns, schema_of, split_valid
+from sparkcep.inputs import (
+    REASON,
+    ROW,
+    as_frame,
+    duplicate_ids,
+    numeric_columns,
+    schema_of,
+    split_valid,
+)
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
 
@@ -79,7 +87,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
     rows = merge_rows(programs, outs)
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
-    warnings_ = [w for p in plans for w in p.warnings]
+    warnings_ = [w for p in plans for w in p.warnings] + duplicate_ids(valid, options.id_col)
     if tied and not any(p.tiebreak for p in plans):
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:
@@ -136,6 +144,7 @@ def run_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -151,7 +160,8 @@ def run_local(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute_local(events, queries, options)
@@ -167,6 +177,7 @@ def match_local(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -186,7 +197,8 @@ def match_local(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute_local(events, queries, options), "run_local")

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
-from sparkcep.inputs import REASON, ROW
+from sparkcep.inputs import REASON, ROW, duplicate_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
@@ -60,7 +60,7 @@ class SparkRun:
             out.append(tie_warning(tied))
         if self.checked.types is not None:
             out += unknown_types(self.plans, self.checked.types)
-        return out
+        return out + duplicate_warning(self.checked.duplicate_ids(), self.checked.id_col)
 
     @property
     def plan(self) -> Plan:
@@ -296,6 +296,7 @@ def run(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -310,7 +311,8 @@ def run(
     `infer_types` come with a file source (`spark_files.read_spark(...).options()`)."""
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return execute(
@@ -329,6 +331,7 @@ def match(
     time_unit: str | None = None,
     tiebreak: str | None = None,
     max_matches: int | None = None,
+    memory_budget: int | None = None,
     algorithm: str | None = None,
     sharing: str = "prefix",
     time_end_col: str | None = None,
@@ -343,7 +346,8 @@ def match(
     """
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
+        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
+        algorithm=algorithm, sharing=sharing,
         time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
     )  # fmt: skip
     return _warn_rejected(execute(df, queries, options, partitions=partitions))

@@ -11,8 +11,14 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.errors import DataError
-from sparkcep.files import CORRUPT, count_rows, input_files, output_format
+from sparkcep.files import (
+    CORRUPT,
+    check_headers,
+    check_names,
+    count_rows,
+    input_files,
+    output_format,
+)
 
 # Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
 SPARK_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
@@ -40,7 +46,9 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
         # Without this, which rows count as malformed depends on the columns a query
         # reads, and a row could be rejected by one pass and matched by another.
         spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
-        header = list(columns) if columns else _csv_header(files[0], sep)
+        # Every file's header is read here (BOM-less, names checked, one header for the
+        # folder: docs/input.md), so Spark need not check them: it skips each header line.
+        header = list(columns) if columns else check_headers(files, sep)
         fields = [T.StructField(name, T.StringType()) for name in header]
         schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
         df = (
@@ -48,7 +56,7 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
             .option("sep", sep)
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT)
-            .option("enforceSchema", False)
+            .option("enforceSchema", True)
             .schema(schema)
             .csv(files)
         )
@@ -59,20 +67,9 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
     else:
         df = spark.read.parquet(*files)
         infer = False
+    check_names([c for c in df.columns if c != CORRUPT], path)
     split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
     return SparkInput(df, split_cols, infer)
-
-
-def _csv_header(path: str, sep: str) -> list[str]:
-    import csv
-    import gzip
-
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", newline="") as f:
-        row = next(csv.reader(f, delimiter=sep), None)
-    if not row:
-        raise DataError(f"the CSV file '{path}' is empty: it needs a header line")
-    return row
 
 
 def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:

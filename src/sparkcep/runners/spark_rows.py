@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
-from sparkcep.files import CORRUPT
+from sparkcep.files import CORRUPT, REPLACEMENT
 from sparkcep.inputs import NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
@@ -65,6 +65,15 @@ class Checked:
     # holding the cell as read (a query that reads the column rejects those rows).
     coerced: dict[str, str] = field(default_factory=dict)
     types: set | None = None  # the event types that occur (None: no type column)
+    id_given: bool = False  # ids come from a column (--id), not row numbers
+
+    def duplicate_ids(self) -> int:
+        """Valid events whose id another valid event has (a Spark job; --id only)."""
+        if not self.id_given:
+            return 0
+        counts = self.valid.groupBy(F.col(f"`{self.id_col}`")).count()
+        extra = counts.filter(F.col("count") > 1).agg(F.sum(F.col("count") - 1)).first()[0]
+        return int(extra or 0)
 
 
 def check_rows(
@@ -96,7 +105,7 @@ def check_rows(
             )
     if infer_types:
         df = _null_tokens(df)
-    reasons = _Reasons(df, time_col, type_col)
+    reasons = _Reasons(df, time_col, type_col, text=infer_types, id_col=id_col)
     split_cols = split_cols if split_cols is not None else [F.spark_partition_id()]
     staged = df
     if id_col is None:
@@ -124,11 +133,14 @@ def check_rows(
         raise DataError("the input holds no events")
     time_kind = reasons.time_kind(stats)
     staged = staged.withColumn(REASON, reasons.reason(time_kind))
+    id_given = id_col is not None
     if id_col is None:
         staged, id_col = _row_numbers(staged, stats, split_names), ROW
     staged = staged.drop(*split_names)
     # Rejected rows keep their cells as read; valid rows get their columns' types.
     rejected = staged.filter(F.col(REASON).isNotNull())
+    if infer_types:
+        rejected = _valid_text(rejected)
     typed, coerced = _typed_columns(staged.filter(F.col(REASON).isNull()), inferred, stats)
     parsed = reasons.candidates[time_kind]
     valid = (
@@ -149,13 +161,17 @@ def check_rows(
         "timestamp" if time_kind == "timestamp" else "int",
         coerced,
         {t for r in stats for t in r["types"]} if type_col is not None else None,
+        id_given,
     )
 
 
 class _Reasons:
     """Why a row is rejected, for each way the time column can be read."""
 
-    def __init__(self, df: DataFrame, time_col: str, type_col: str | None):
+    def __init__(
+        self, df: DataFrame, time_col: str, type_col: str | None, text: bool = False,
+        id_col: str | None = None,
+    ):  # fmt: skip
         self.time_col, self.type_col = time_col, type_col
         self.raw = F.col(f"`{time_col}`")
         self.candidates = _time_candidates(df, time_col)  # kind -> parsed time column
@@ -166,10 +182,18 @@ class _Reasons:
             )
         self.corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in df.columns else F.lit(False)
         self.far = _beyond_time_limit(df, time_col)
+        self.id_col = id_col
+        self.id_missing = F.col(f"`{id_col}`").isNull() if id_col else F.lit(False)
+        self.not_utf8 = F.lit(False)
+        text_cols = _text_columns(df, (CORRUPT,)) if text else []
+        if text_cols:  # Spark reads bytes that are not UTF-8 as U+FFFD (docs/input.md)
+            cells = F.concat_ws("\u0001", *[F.col(f"`{c}`") for c in text_cols])
+            self.not_utf8 = F.instr(cells, REPLACEMENT) > 0
 
     def reason(self, kind: str) -> Column:
         return (
             F.when(self.corrupt, F.lit("malformed row"))
+            .when(self.not_utf8, F.lit("not UTF-8 text"))
             .when(self.raw.isNull(), F.lit(f"{self.time_col} is missing"))
             .when(self.far, F.lit(OUT_OF_RANGE.format(time_col=self.time_col)))
             .when(
@@ -177,6 +201,7 @@ class _Reasons:
                 F.lit(f"{self.time_col} is not an integer or a timestamp"),
             )
             .when(self.type_missing, F.lit(f"{self.type_col} is missing"))
+            .when(self.id_missing, F.lit(f"{self.id_col} is missing"))
         )
 
     def ticks(self, kind: str) -> Column:
@@ -226,6 +251,13 @@ def _null_tokens(df: DataFrame) -> DataFrame:
                 f.name, F.when(F.trim(col).isin(*NULL_TOKENS), None).otherwise(col)
             )
     return out
+
+
+def _valid_text(df: DataFrame) -> DataFrame:
+    """Text cells with bytes that are not UTF-8, made text (U+FFFD for each bad byte)."""
+    for name in _text_columns(df, ()):
+        df = df.withColumn(name, F.make_valid_utf8(F.col(f"`{name}`")))
+    return df
 
 
 def _text_columns(df: DataFrame, skip) -> list[str]:

@@ -25,6 +25,7 @@ a stream neither loses nor repeats rows.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +39,8 @@ from pyspark.sql import types as T
 from sparkcep.engines.base import Program, compile_jobs
 from sparkcep.engines.state import decode_state, encode_state
 from sparkcep.errors import DataError, SparkcepError
-from sparkcep.inputs import OUT_OF_RANGE, REASON
+from sparkcep.files import REPLACEMENT
+from sparkcep.inputs import CORRUPT, OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
@@ -139,6 +141,7 @@ def stream(
     time_end_col: str | None = None,
     pmf_col: str | None = None,
     max_width: int | None = None,
+    memory_budget: int | None = None,
 ) -> Stream:
     """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
     `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
@@ -147,7 +150,7 @@ def stream(
     options = Options(
         time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
         tiebreak=tiebreak, algorithm=algorithm, time_end_col=time_end_col, pmf_col=pmf_col,
-        max_width=max_width,
+        max_width=max_width, memory_budget=memory_budget,
     )  # fmt: skip
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to
@@ -181,7 +184,7 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     input_schema = sdf.schema
     type_col = _check_columns(list(sdf.columns), queries, options)
     prepared = _typed(sdf, types, options.time_col)
-    schema = schema_of(prepared.sdf, ignore=tuple(prepared.raw.values()))
+    schema = schema_of(prepared.sdf, ignore=(*prepared.raw.values(), CORRUPT))
     schema[options.time_col] = prepared.time_kind
     plans, names = plan_queries(queries, schema, options)
     nanos = _nanos_per_tick(prepared.time_kind, options.time_unit)
@@ -267,11 +270,16 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
         limit = float(TIME_LIMIT // max(1, nanos // 1000))
         far = F.coalesce(F.abs(raw.cast("double")) >= F.lit(limit), F.lit(False))
     text = F.col(prepared.raw[time_col]).cast("string")
+    id_col = program.options.id_col
+    corrupt, not_utf8 = _unreadable(prepared.sdf)
     reason = (
-        F.when(text.isNull(), F.lit(f"{time_col} is missing"))
+        F.when(corrupt, F.lit("malformed row"))
+        .when(not_utf8, F.lit("not UTF-8 text"))
+        .when(text.isNull(), F.lit(f"{time_col} is missing"))
         .when(raw.isNull(), F.concat(F.lit(f"{time_col}: '"), text, F.lit("' is not a time")))
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
         .when(missing_type, F.lit(f"{type_col} is missing"))
+        .when(F.col(f"`{id_col}`").isNull(), F.lit(f"{id_col} is missing"))
     )
     for col in program.columns():
         if col in prepared.raw and col != time_col:
@@ -283,6 +291,18 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
     for check in program.row_checks():
         reason = reason.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason)
     return reason
+
+
+def _unreadable(sdf: DataFrame) -> tuple[Column, Column]:
+    """(a malformed row: its text in CORRUPT; a row with bytes that are not UTF-8, read as
+    U+FFFD), as a batch run rejects them (docs/input.md)."""
+    corrupt = F.col(CORRUPT).isNotNull() if CORRUPT in sdf.columns else F.lit(False)
+    not_utf8 = F.lit(False)
+    for name, dtype in sdf.dtypes:
+        if dtype == "string" and name != CORRUPT and not name.startswith("__raw_"):
+            cell = F.instr(F.col(f"`{name}`"), REPLACEMENT) > 0
+            not_utf8 = not_utf8 | F.coalesce(cell, F.lit(False))
+    return corrupt, not_utf8
 
 
 def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: int) -> DataFrame:
@@ -455,7 +475,9 @@ class BatchWriter:
         return sum(self.pending.values())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        rows = df.toPandas()
+        with warnings.catch_warnings():  # a failed batch is raised, not also warned of
+            warnings.simplefilter("ignore", UserWarning)
+            rows = df.toPandas()
         marks = rows[rows[KIND] == "pending"]
         self.pending.update(zip(marks[KEY], marks[PENDING].astype(int)))
         for kind, folder in self.folders.items():

@@ -14,16 +14,22 @@ binding Pi+1 turns it into the next frontier with numpy:
 A Kleene component loops (take an element, or proceed), with its elements kept as a
 linked list of nodes (SASE's shared match buffer) and its aggregates as running columns.
 Negations are checked by looking for a forbidding event between the neighbouring
-bound events. Runs are independent of each other, so the start events are processed in
-chunks, which bounds memory when skip-till-any Kleene patterns explode.
+bound events. Runs are independent of each other, so they are processed in chunks,
+depth first: the start events in chunks, each binding split so that it builds at most
+CHUNK_ROWS partial matches, and each chunk carried to its complete matches before the
+next. What is held at once (the complete matches found so far, the chunks on the way,
+the Kleene element nodes) is counted against a memory budget; `max_matches` stops the
+search as soon as that many matches are found.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from sparkcep.budget import DEFAULT_MEMORY_BUDGET, describe_size
 from sparkcep.engines.arrays import ranges as _ranges
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import Vec, evaluate, truth
@@ -32,11 +38,26 @@ from sparkcep.plan import AGGREGATES, Condition, NegationCheck, Plan, PlanCompon
 from sparkcep.prep.table import EventTable
 
 START_CHUNK = 20_000  # start events per pass; runs never interact, so chunks are exact
-FRONTIER_LIMIT = 20_000_000  # partial matches alive at once before we give up clearly
+CHUNK_ROWS = 200_000  # partial matches one binding builds at once (more: split the runs)
+KEEP_ROWS = 20_000  # complete matches turned into output at once
+NODE_BYTES = 16  # a Kleene element node: its position and its parent
+ROW_BYTES = 72  # an int64 cell of a match, with its copies on the way out (sort, frame, text)
+LIST_BYTES = 300  # a Kleene list: its numpy array, then its Python list of ids
+ELEMENT_BYTES = 48  # an element of a Kleene list, as position, id and Python int
+VALUE_BYTES = 64  # a RETURN value, as a Python object and its pandas cell
 
 
 class TooManyMatches(SparkcepError):
-    pass
+    """A run stopped because what it must hold exceeds the memory budget."""
+
+
+def budget_message(found: int, budget: int) -> str:
+    """The one line a run that cannot go on stops with: the cause, then the remedies."""
+    return (
+        f"stopped after {found:,} matches: holding more would exceed the memory budget of "
+        f"{describe_size(budget)}; give a key (WHERE [k]), a smaller window, or "
+        "--max-matches N, or raise --memory-budget"
+    )
 
 
 @dataclass
@@ -147,10 +168,21 @@ def _window_bounds(ts, seg_starts, seg_ends, w) -> tuple[np.ndarray, np.ndarray]
 class PatternMatcher:
     """Finds the matches of one plan in one EventTable (all its partitions at once)."""
 
-    def __init__(self, plan: Plan, table: EventTable, *, max_matches: int | None = None):
+    def __init__(
+        self,
+        plan: Plan,
+        table: EventTable,
+        *,
+        max_matches: int | None = None,
+        memory_budget: int | None = None,
+    ):
         self.plan = plan
         self.t = table
         self.max_matches = max_matches
+        self.budget = memory_budget or DEFAULT_MEMORY_BUDGET
+        self.found = 0  # complete matches kept so far
+        self.held_bytes = 0  # what the kept matches will take, as output rows
+        self.alive_rows = 0  # partial matches in the chunks on the way
         self.positives = plan.positives
         self.strategy = plan.strategy
         n = len(table)
@@ -362,12 +394,7 @@ class PatternMatcher:
         lo = np.searchsorted(cands, self.grp_end[last])
         hi = np.searchsorted(cands, self.win_end[F.first])
         if self.strategy == "SKIP_TILL_ANY_MATCH":
-            rows, k = _ranges(lo, hi)
-            if len(rows) > FRONTIER_LIMIT:
-                raise TooManyMatches(
-                    f"more than {FRONTIER_LIMIT:,} partial matches at once for '{comp.var}': "
-                    "narrow the window or the conditions, or use --max-matches"
-                )
+            rows, k = _ranges(lo, hi)  # callers give at most CHUNK_ROWS pairs (_bind_chunks)
             cpos = cands[k]
             good = self._check(conds, F, rows, comp, cpos)
             return self._bound(F, rows[good], comp, cpos[good], role)
@@ -388,6 +415,20 @@ class PatternMatcher:
         rows = np.concatenate(found_rows) if found_rows else np.zeros(0, np.int64)
         cpos = np.concatenate(found_pos) if found_pos else np.zeros(0, np.int64)
         return self._bound(F, rows, comp, cpos, role)
+
+    def _bind_chunks(self, F: Frontier, comp: PlanComponent, role: str) -> Iterator[Frontier]:
+        """`_bind` of F's runs in slices that each build at most CHUNK_ROWS pairs of a run
+        and a candidate (a single run may build more: one per event of its window)."""
+        if self.strategy != "SKIP_TILL_ANY_MATCH" or len(F) <= 1:
+            yield self._bind(F, comp, role)
+            return
+        cands = self.cand[comp.index]
+        lo = np.searchsorted(cands, self.grp_end[F.last])
+        hi = np.searchsorted(cands, self.win_end[F.first])
+        for start, stop in _slices(hi - lo):
+            yield self._bind(
+                F if stop - start == len(F) else F.take(np.arange(start, stop)), comp, role
+            )
 
     def _bound(self, F: Frontier, rows, comp: PlanComponent, cpos, role: str) -> Frontier:
         """The runs `rows` of F, each extended with the event at `cpos` as `comp`."""
@@ -467,13 +508,16 @@ class PatternMatcher:
         hi = np.searchsorted(cands, hi_pos)
         if not neg.conditions:
             return F.take(np.flatnonzero(hi <= lo))
-        rows, k_ = _ranges(lo, hi)
-        npos = cands[k_]
-        hit = np.ones(len(rows), dtype=bool)
-        for expr in neg.conditions:
-            idx = np.flatnonzero(hit)
-            hit[idx] = self._holds(expr, frozenset(), F, rows[idx], neg.component, npos[idx])
-        killed = np.bincount(rows[hit], minlength=len(F)) > 0
+        killed = np.zeros(len(F), dtype=bool)
+        for start, stop in _slices(hi - lo):  # at most CHUNK_ROWS (run, event) pairs at once
+            rows, k_ = _ranges(lo[start:stop], hi[start:stop])
+            rows += start
+            npos = cands[k_]
+            hit = np.ones(len(rows), dtype=bool)
+            for expr in neg.conditions:
+                idx = np.flatnonzero(hit)
+                hit[idx] = self._holds(expr, frozenset(), F, rows[idx], neg.component, npos[idx])
+            killed[rows[hit]] = True
         return F.take(np.flatnonzero(~killed))
 
     # ---- driver ------------------------------------------------------------------------
@@ -495,62 +539,110 @@ class PatternMatcher:
         start_pos = self.cand[first.index]
         if starts is not None:
             start_pos = start_pos[starts[start_pos]]
-        parts: list[Frontier] = []
-        total = 0
+        parts: list[Matches] = []
         for lo in range(0, len(start_pos), START_CHUNK):
-            F = self._run_chunk(start_pos[lo : lo + START_CHUNK])
-            F = self._emission(F, ends, released)
-            if len(F):
-                parts.append(F)
-                total += len(F)
-            if self.max_matches is not None and total >= self.max_matches:
-                break
-        if not parts:
-            return self._materialize(None)
-        return self._materialize(Frontier.concat(parts))
+            for F in self._run_chunk(start_pos[lo : lo + START_CHUNK]):
+                F = self._emission(F, ends, released)
+                if self.max_matches is not None:
+                    F = F.take(np.arange(min(len(F), self.max_matches - self.found)))
+                if len(F):
+                    parts.append(self._keep(F))
+                if self.max_matches is not None and self.found >= self.max_matches:
+                    return self._in_order(parts)
+        return self._in_order(parts)
 
-    def _run_chunk(self, start_pos: np.ndarray) -> Frontier:
-        plan = self.plan
-        middle = {}
-        for neg in plan.negations:
+    def _keep(self, F: Frontier) -> Matches:
+        """F's matches as kept for the output, counted against the budget (in slices, so
+        that a stop comes before a slice's lists are built beyond it)."""
+        parts = []
+        for lo in range(0, len(F), KEEP_ROWS):
+            m = self._materialize(F.take(np.arange(lo, min(lo + KEEP_ROWS, len(F)))))
+            self.found += len(m)
+            self.held_bytes += self._output_bytes(m)
+            self._check_budget()
+            parts.append(m)
+        return _concat(parts)
+
+    def _output_bytes(self, m: Matches) -> int:
+        """What `m` will take as output rows: its int64 columns, its Kleene lists (each
+        a numpy array, then a Python list of ids) and its RETURN values."""
+        n = len(m)
+        size = n * ROW_BYTES * (3 + len(m.positions)) + n * VALUE_BYTES * len(m.values)
+        for comp in self.positives:
+            if comp.kleene:
+                elements = sum(len(p) for p in m.positions[comp.var])
+                size += n * LIST_BYTES + elements * ELEMENT_BYTES
+        return size
+
+    def _in_use(self) -> int:
+        width = 2 + len(self.positives) * 4 + len(self.accumulators) * 2
+        return self.held_bytes + self.node_count * NODE_BYTES + self.alive_rows * width * ROW_BYTES
+
+    def _check_budget(self) -> None:
+        if self._in_use() > self.budget:
+            raise TooManyMatches(budget_message(self.found, self.budget))
+
+    def _run_chunk(self, start_pos: np.ndarray) -> Iterator[Frontier]:
+        """The complete matches of the runs that start at `start_pos`, in chunks."""
+        middle: dict[int, list[NegationCheck]] = {}
+        for neg in self.plan.negations:
             if neg.stage is not None:
                 middle.setdefault(neg.stage, []).append(neg)
-        F = None
-        for i, comp in enumerate(self.positives):
-            role = "first" if comp.kleene else "single"
-            F = self._start(comp, start_pos) if i == 0 else self._bind(F, comp, role)
+        first = self.positives[0]
+        F = self._start(first, start_pos)
+        yield from self._extend(iter([F]), 0, middle)
+
+    def _extend(self, chunks, i: int, middle) -> Iterator[Frontier]:
+        """Carry each chunk of runs that bound positives[:i] (positives[i] too, as its
+        first event, once bound) to complete matches, depth first."""
+        comp = self.positives[i]
+        for F in chunks:
             for neg in middle.get(i, []):
                 F = self._negate(F, neg)
-            if comp.kleene:
-                F = self._kleene(F, comp)
             if not len(F):
-                return F
-        for neg in plan.negations:
-            if neg.stage is None:
-                F = self._negate(F, neg)
-        return F
+                continue
+            for G in self._kleene(F, comp) if comp.kleene else (F,):
+                if i + 1 == len(self.positives):
+                    for neg in self.plan.negations:
+                        if neg.stage is None:
+                            G = self._negate(G, neg)
+                    if len(G):
+                        yield G
+                    continue
+                nxt = self.positives[i + 1]
+                role = "first" if nxt.kleene else "single"
+                yield from self._extend(
+                    self._held(G, self._bind_chunks(G, nxt, role)), i + 1, middle
+                )
 
-    def _kleene(self, F: Frontier, comp: PlanComponent) -> Frontier:
-        """All element lists of a Kleene component, then its closure conditions."""
-        parts = [F]
-        size = len(F)
-        cur = F
-        while len(cur):
-            cur = self._bind(cur, comp, "next")
-            if len(cur):
-                parts.append(cur)
-                size += len(cur)
-                if size > FRONTIER_LIMIT:
-                    raise TooManyMatches(
-                        f"more than {FRONTIER_LIMIT:,} partial matches of the Kleene "
-                        f"variable '{comp.var}': narrow the window or the conditions"
-                    )
-        F = Frontier.concat(parts)
+    def _held(self, F: Frontier, chunks: Iterator[Frontier]) -> Iterator[Frontier]:
+        """`chunks`, while F (the runs they come from) is held: counted as alive."""
+        self.alive_rows += len(F)
+        self._check_budget()
+        try:
+            yield from chunks
+        finally:
+            self.alive_rows -= len(F)
+
+    def _kleene(self, F: Frontier, comp: PlanComponent) -> Iterator[Frontier]:
+        """Every element list of a Kleene component, chunk by chunk and depth first (a
+        stack of the bindings in progress, one per element taken), through its closure
+        conditions."""
         closure = [c for c in self.plan.conditions if c.kind == "closure" and c.stage == comp.pos]
-        if closure:
-            ok = self._check(closure, F, np.arange(len(F)), None, None)
-            F = F.take(np.flatnonzero(ok))
-        return F
+        stack = [iter([F])]
+        while stack:
+            G = next(stack[-1], None)
+            if G is None:
+                stack.pop()
+                continue
+            if not len(G):
+                continue
+            if closure:
+                ok = self._check(closure, G, np.arange(len(G)), None, None)
+                yield G.take(np.flatnonzero(ok))
+            else:
+                yield G
+            stack.append(self._held(G, self._bind_chunks(G, comp, "next")))
 
     def _emission(self, F: Frontier, ends, released) -> Frontier:
         if not len(F):
@@ -568,30 +660,34 @@ class PatternMatcher:
         return F.take(np.flatnonzero(keep)) if not keep.all() else F
 
     # ---- output ------------------------------------------------------------------------
-    def _materialize(self, F: Frontier | None) -> Matches:
-        plan = self.plan
-        if F is None:
-            z = np.zeros(0, dtype=np.int64)
-            return Matches(
-                z, z, z, {c.var: z for c in self.positives}, {r.name: [] for r in plan.returns}
-            )
+    def _materialize(self, F: Frontier) -> Matches:
+        """F's matches: positions (lists for Kleene variables) and RETURN values."""
         positions: dict[str, np.ndarray] = {}
-        kleene_lists: dict[str, list] = {}
         for comp in self.positives:
             if comp.kleene:
-                kleene_lists[comp.var] = self._lists(F.knode[comp.var])
                 positions[comp.var] = np.empty(len(F), dtype=object)
-                positions[comp.var][:] = kleene_lists[comp.var]
+                positions[comp.var][:] = self._lists(F.knode[comp.var])
             else:
                 positions[comp.var] = F.bound[comp.var]
-        order = self._output_order(F, positions)
-        F = F.take(order)
-        positions = {k: v[order] for k, v in positions.items()}
-        values = {r.name: self._return_values(r, F) for r in plan.returns}
-        m = Matches(F.first, F.last, self.t.segment[F.first], positions, values)
-        if self.max_matches is not None and len(m) > self.max_matches:
-            m = _head(m, self.max_matches)
-        return m
+        values = {r.name: self._return_values(r, F) for r in self.plan.returns}
+        return Matches(F.first, F.last, self.t.segment[F.first], positions, values)
+
+    def _in_order(self, parts: list[Matches]) -> Matches:
+        """The kept matches, in output order."""
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return Matches(
+                z, z, z, {c.var: z for c in self.positives}, {r.name: [] for r in self.plan.returns}
+            )
+        m = _concat(parts)
+        order = self._output_order(m)
+        return Matches(
+            m.first[order],
+            m.last[order],
+            m.segment[order],
+            {k: v[order] for k, v in m.positions.items()},
+            {k: [v[i] for i in order] for k, v in m.values.items()},
+        )
 
     def _lists(self, nodes: np.ndarray) -> list[np.ndarray]:
         rows, pos, depth = self._elements(nodes)
@@ -600,14 +696,14 @@ class PatternMatcher:
         bounds = np.searchsorted(rows, np.arange(len(nodes) + 1))
         return [pos[bounds[i] : bounds[i + 1]] for i in range(len(nodes))]
 
-    def _output_order(self, F: Frontier, positions) -> np.ndarray:
+    def _output_order(self, m: Matches) -> np.ndarray:
         """Partition, end, start, then the singleton positions in pattern order.
 
         Runners sort the final rows by ids (docs/semantics.md); this order only makes
-        the engine's own output, and --max-matches, deterministic.
+        the engine's own output deterministic.
         """
-        keys = [positions[c.var] for c in reversed(self.positives) if not c.kleene]
-        keys += [F.first, F.last, self.t.segment[F.first]]
+        keys = [m.positions[c.var] for c in reversed(self.positives) if not c.kleene]
+        keys += [m.first, m.last, m.segment]
         return np.lexsort(keys)
 
     def _return_values(self, column, F: Frontier) -> list:
@@ -644,20 +740,40 @@ def _inside_aggregate(expr: ast.Expr, target: ast.Expr) -> bool:
     return False
 
 
-def _head(m: Matches, n: int) -> Matches:
+def _slices(counts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Consecutive (start, stop) ranges of rows whose counts add up to at most CHUNK_ROWS
+    (a row of more counts alone), covering every row.
+
+    >>> list(_slices(np.array([2, 0, 5])))  # CHUNK_ROWS is far larger
+    [(0, 3)]
+    """
+    ends = np.cumsum(np.maximum(counts, 0))
+    start = 0
+    while start < len(counts):
+        before = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, before + CHUNK_ROWS, side="right")), start + 1)
+        yield start, stop
+        start = stop
+
+
+def _concat(parts: list[Matches]) -> Matches:
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
     return Matches(
-        m.first[:n],
-        m.last[:n],
-        m.segment[:n],
-        {k: v[:n] for k, v in m.positions.items()},
-        {k: v[:n] for k, v in m.values.items()},
+        np.concatenate([p.first for p in parts]),
+        np.concatenate([p.last for p in parts]),
+        np.concatenate([p.segment for p in parts]),
+        {k: np.concatenate([p.positions[k] for p in parts]) for k in first.positions},
+        {k: [v for p in parts for v in p.values[k]] for k in first.values},
     )
 
 
 def find_matches(plan: Plan, table: EventTable, **kwargs) -> Matches:
     """Every match of `plan` in `table` (all partitions), in output order."""
     max_matches = kwargs.pop("max_matches", None)
-    return PatternMatcher(plan, table, max_matches=max_matches).run(**kwargs)
+    budget = kwargs.pop("memory_budget", None)
+    return PatternMatcher(plan, table, max_matches=max_matches, memory_budget=budget).run(**kwargs)
 
 
 @dataclass(frozen=True)

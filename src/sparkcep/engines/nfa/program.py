@@ -241,7 +241,13 @@ class NfaProgram(Program):
             if not len(table):
                 continue
             rows = table.row
-            matcher = PatternMatcher(plan, table, max_matches=self.options.max_matches)
+            matcher = PatternMatcher(
+                plan,
+                table,
+                # AFTER MATCH SKIP chooses among all the candidates: the runner caps rows
+                max_matches=None if i in self._skips else self.options.max_matches,
+                memory_budget=self.options.memory_budget,
+            )
             matches = matcher.run(
                 starts=None if starts is None else starts[rows],
                 ends=None if ends is None else ends[rows],

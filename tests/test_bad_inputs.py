@@ -1,0 +1,404 @@
+"""Bad input, run the way a user runs it (issue 10 §3, §5): each case gives either one
+clear line (exit 2, no traceback, naming the file, row or option) or rejected rows with
+their reasons, with input rows = good + rejected, in local, Spark and streaming alike.
+
+The command runs in this process (`sparkcep.cli.main`, the console entry point) so that
+Spark runs share the test session; a few cases run as real processes, to see the whole
+of stderr (Spark's own logs included).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkcep import cli
+
+QUERY = "PATTERN SEQ(A a, B b) WITHIN 10"
+MODES = ["local", "spark"]
+
+
+def sparkcep(capsys, *args) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the command, run in this process."""
+    code = 0
+    try:
+        cli.main([str(a) for a in args])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_mode(capsys, mode, path, out, *more):
+    flags = ["--local"] if mode == "local" else []
+    return sparkcep(capsys, "run", QUERY, "--input", path, "--output", out, *flags, *more)
+
+
+def one_line(code: int, err: str) -> str:
+    """The error line, checked to be the only thing printed, without a trace."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "╭" not in err and "at org." not in err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def summary(out: str) -> dict[str, str]:
+    rows = {}
+    for line in out.splitlines():
+        for label in ("events read", "rejected", "matches"):
+            if line.startswith(label):
+                rows[label] = line[len(label) :].split()[0].replace(",", "")
+    return rows
+
+
+# ---- rows that are rejected with a reason (the same in local and Spark) --------------------
+
+PADDING = "".join(f"{1000 + i},C,{'x' * 20}\n" for i in range(900))  # past Spark's 8 KB
+REJECTED_CASES = {
+    # case: (file name, bytes, extra options, rows read, rejected reasons, matches (a, b))
+    "extra_field": ("e.csv", b"ts,type,v\n1,A,1\n2,B,2,9\n3,B,3\n", [], 3, ["malformed row"]),
+    "short_row": ("e.csv", b"ts,type,v\n1,A,1\n2,B\n3,B,3\n", [], 3, ["malformed row"]),
+    "bad_jsonl_line": (
+        "e.jsonl",
+        b'{"ts":1,"type":"A"}\n{"ts":2,"type":\n{"ts":3,"type":"B"}\n',
+        [],
+        3,
+        ["malformed row"],
+    ),
+    "not_utf8": ("e.csv", b"ts,type,v\n1,A,1\n2,B,caf\xe9\n3,B,3\n", [], 3, ["not UTF-8 text"]),
+    "not_utf8_after_8kb": (
+        "e.csv",
+        b"ts,type,v\n1,A,1\n" + PADDING.encode() + b"2,B,caf\xe9\n3,B,3\n",
+        [],
+        903,
+        ["not UTF-8 text"],
+    ),
+    "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["--id", "id"], 3, ["id is missing"]),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", list(REJECTED_CASES))
+def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, case):
+    name, data, options, n_rows, reasons = REJECTED_CASES[case]
+    path = tmp_path / name
+    path.write_bytes(data)
+    out = tmp_path / "m.jsonl"
+    code, stdout, err = run_mode(capsys, mode, path, out, *options)
+    assert code == 0, err
+    assert "Traceback" not in err
+    rejected = jsonl(tmp_path / "m.rejected.jsonl")
+    assert [r["reason"] for r in rejected] == reasons
+    counted = summary(stdout)
+    # Input rows = good + rejected: every row is read and counted, none dropped.
+    assert int(counted["events read"]) == n_rows
+    assert int(counted["rejected"]) == len(reasons)
+    # The one good A (row 0, ts 1) and the last B (ts 3, the file's last row) match;
+    # the rejected B never does.
+    assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, n_rows - 1)]
+    if case.startswith("not_utf8"):  # written as UTF-8 text, the bad byte as U+FFFD
+        assert rejected[0]["v"] == "caf\ufffd"
+
+
+HEADER_CASES = {
+    # The same rule in local and Spark (docs/input.md, "Bad input").
+    "bom": (b"\xef\xbb\xbfts,type,v\n1,A,1\n2,B,2\n", None),
+    "dot_in_a_name": (b"ts,type,a.b\n1,A,1\n2,B,2\n", None),
+    "duplicate_names": (b"ts,type,v,v\n1,A,1,2\n2,B,2,3\n", "names the column 'v' twice"),
+    "backtick_in_a_name": (b"ts,type,`v\n1,A,1\n2,B,2\n", "holds a backtick"),
+    "empty_file": (b"", "is empty"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", list(HEADER_CASES))
+def test_headers(spark, capsys, tmp_path, mode, case):
+    data, message = HEADER_CASES[case]
+    path = tmp_path / "h.csv"
+    path.write_bytes(data)
+    out = tmp_path / "m.jsonl"
+    code, _, err = run_mode(capsys, mode, path, out)
+    if message is None:
+        assert code == 0, err
+        assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1)]
+    else:
+        line = one_line(code, err)
+        assert message in line and "h.csv" in line
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_files_of_one_folder_with_different_headers(spark, capsys, tmp_path, mode):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("ts,type,v\n1,A,1\n")
+    (folder / "b.csv").write_text("ts,type,w\n2,B,2\n")
+    line = one_line(*run_mode(capsys, mode, folder, tmp_path / "m.jsonl")[::2])
+    assert "b.csv" in line and "a.csv" in line and "share their header" in line
+
+
+def _truncated_gz() -> bytes:
+    return gzip.compress(b"ts,type,v\n" + b"".join(b"%d,A,%d\n" % (i, i) for i in range(500)))[:60]
+
+
+BROKEN_FILES = {
+    "not_gzip_named_gz": ("e.csv.gz", b"ts,type\n1,A\n2,B\n", "gzip"),
+    "truncated_gz": ("e.csv.gz", None, "truncated"),
+    "corrupt_parquet": ("e.parquet", b"PAR1 not really parquet", "Parquet"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", list(BROKEN_FILES))
+def test_broken_files_give_one_line_naming_them(spark, capsys, tmp_path, mode, case):
+    name, data, word = BROKEN_FILES[case]
+    path = tmp_path / name
+    path.write_bytes(data if data is not None else _truncated_gz())
+    line = one_line(*run_mode(capsys, mode, path, tmp_path / "m.jsonl")[::2])
+    assert name in line and word in line
+
+
+def test_an_unterminated_quote_names_its_row_locally(capsys, tmp_path):
+    """pandas reads a quote to the end of the file; the row where it opens is named."""
+    path = tmp_path / "q.csv"
+    path.write_text('ts,type,v\n1,A,1\n2,B,"2\n3,B,3\n')
+    line = one_line(*run_mode(capsys, "local", path, tmp_path / "m.jsonl")[::2])
+    assert "q.csv" in line and "row 2" in line and "quote" in line
+
+
+# ---- options, checked before anything runs ------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", ["folder", "parent_is_a_file", "the_input", "rejected_txt"])
+def test_bad_outputs_are_refused_before_running(spark, capsys, tmp_path, mode, case):
+    events = tmp_path / "e.csv"
+    events.write_text("ts,type\n1,A\n2,B\n")
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "out.jsonl").mkdir()
+    output, more, words = {
+        "folder": (tmp_path / "out.jsonl", [], ["is a folder"]),
+        "parent_is_a_file": (tmp_path / "afile" / "m.jsonl", [], ["afile", "is a file"]),
+        "the_input": (events, [], ["is the input"]),
+        "rejected_txt": (tmp_path / "m.jsonl", ["--rejected", tmp_path / "r.txt"], ["r.txt"]),
+    }[case]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    line = one_line(*run_mode(capsys, mode, events, output, *more)[::2])
+    assert all(w in line for w in words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing was written
+    assert events.read_text() == "ts,type\n1,A\n2,B\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_negative_max_matches_is_a_usage_error(spark, capsys, tmp_path, mode):
+    events = tmp_path / "e.csv"
+    events.write_text("ts,type\n1,A\n2,B\n")
+    code, _, err = run_mode(capsys, mode, events, tmp_path / "m.jsonl", "--max-matches", "-1")
+    assert code == 2
+    assert "Traceback" not in err
+    assert any("--max-matches" in line for line in err.splitlines() if "Error" in line)
+    assert not (tmp_path / "m.jsonl").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_duplicate_ids_are_counted_in_a_warning(spark, capsys, tmp_path, mode):
+    events = tmp_path / "e.csv"
+    events.write_text("id,ts,type\n7,1,A\n7,2,B\n8,3,B\n")
+    out = tmp_path / "m.jsonl"
+    code, _, err = run_mode(capsys, mode, events, out, "--id", "id")
+    assert code == 0, err
+    assert "1 event has the id of another event (--id id)" in err
+    assert sorted((r["a"], r["b"]) for r in jsonl(out)) == [(7, 7), (7, 8)]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes whatever the mode bits say")
+@pytest.mark.parametrize("mode", MODES)
+def test_unreadable_input_and_read_only_output_folder(spark, capsys, tmp_path, mode):
+    events = tmp_path / "e.csv"
+    events.write_text("ts,type\n1,A\n2,B\n")
+    events.chmod(0)
+    line = one_line(*run_mode(capsys, mode, events, tmp_path / "m.jsonl")[::2])
+    assert "e.csv" in line and "permission" in line
+    events.chmod(0o644)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    line = one_line(*run_mode(capsys, mode, events, locked / "m.jsonl")[::2])
+    assert "locked" in line and "not writable" in line
+
+
+def test_permission_errors_name_the_file():
+    from sparkcep.failures import read_message
+
+    error = PermissionError(13, "Permission denied", "/data/e.csv")
+    assert read_message(error, "/data/e.csv") == (
+        "cannot read '/data/e.csv': permission denied (check the file's permissions)"
+    )
+
+
+# ---- §5: a file that is not a query is never echoed ---------------------------------------
+
+
+@pytest.mark.parametrize("command", ["explain", "run"])
+def test_a_file_that_is_not_a_query_is_not_echoed(capsys, tmp_path, command):
+    secret = tmp_path / "credentials"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\naws_secret=HUNTER2-XYZZY\n")
+    args = [command, secret] + (["-i", secret, "-o", tmp_path / "m.jsonl"] * (command == "run"))
+    code, out, err = sparkcep(capsys, *args)
+    line = one_line(code, err)
+    assert "is a file, not a query file" in line
+    assert "HUNTER2" not in out + err and "root:x" not in out + err
+
+
+def test_a_query_file_not_named_cep_is_read_when_it_parses(capsys, tmp_path):
+    query = tmp_path / "q.txt"
+    query.write_text(QUERY + "\n")
+    code, out, err = sparkcep(capsys, "explain", query)
+    assert code == 0, err
+    assert "SEQ(A a, B b)" in out
+
+
+# ---- Spark: an error raised inside a task, and Spark's own logs ---------------------------
+
+
+def test_a_sparkcep_error_inside_a_spark_task_is_its_own_line(spark):
+    """TooManyMatches raised in a Python worker reaches the driver wrapped in a Py4J /
+    PythonException of hundreds of lines; the user sees its message."""
+    from sparkcep.failures import user_message
+
+    def explode(batches):
+        from sparkcep.engines.nfa.matcher import TooManyMatches
+
+        for _ in batches:
+            raise TooManyMatches("more than 20,000,000 partial matches at once for 'b': add a key")
+        yield from ()
+
+    df = spark.range(4).mapInPandas(explode, "id long")
+    with pytest.raises(Exception) as caught:
+        df.collect()
+    assert "Traceback" in str(caught.value)  # what the user used to get
+    assert user_message(caught.value) == (
+        "more than 20,000,000 partial matches at once for 'b': add a key"
+    )
+
+
+def test_sparkcep_debug_shows_the_exception_itself(spark, capsys, tmp_path, monkeypatch):
+    """SPARKCEP_DEBUG=1: the Spark error is raised as it is (its traceback shown)."""
+    path = tmp_path / "e.csv.gz"
+    path.write_bytes(_truncated_gz())
+    monkeypatch.setenv("SPARKCEP_DEBUG", "1")
+    with pytest.raises(Exception, match="FAILED_READ_FILE"):
+        cli.main(["run", QUERY, "-i", str(path), "-o", str(tmp_path / "m.jsonl")])
+
+
+SPARKCEP = [sys.executable, "-m", "sparkcep.cli"]
+
+
+@pytest.mark.spark
+def test_spark_read_failures_are_one_line_on_the_whole_of_stderr(tmp_path):
+    """As a real process: Spark's executor logs (a Java trace per failed task) are off;
+    the truncated file is named in one line."""
+    path = tmp_path / "e.csv.gz"
+    path.write_bytes(_truncated_gz())
+    env = dict(os.environ, COLUMNS="80")
+    done = subprocess.run(
+        [*SPARKCEP, "run", QUERY, "-i", path, "-o", tmp_path / "m.jsonl", "--master", "local[1]"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = [x for x in done.stderr.splitlines() if x.strip() and "incubator modules" not in x]
+    assert len(lines) == 1, done.stderr
+    assert "e.csv.gz" in lines[0] and "truncated" in lines[0]
+
+
+# ---- streaming --------------------------------------------------------------------------
+
+STREAM_CASES = {
+    # case: (file name, bytes, reasons of the rejected rows, or the words of the one line)
+    "extra_field": ("e.csv", b"id,ts,type\n0,1,A\n1,2,B,9\n2,3,B\n", ["malformed row"]),
+    "short_row": ("e.csv", b"id,ts,type\n0,1,A\n1,2\n2,3,B\n", ["malformed row"]),
+    "bad_jsonl_line": (
+        "e.jsonl",
+        b'{"id":0,"ts":1,"type":"A"}\n{"id":1,"ts":2,"type":\n{"id":2,"ts":3,"type":"B"}\n',
+        ["malformed row"],
+    ),
+    "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["id is missing"]),
+    "not_utf8": ("e.csv", b"id,ts,type,v\n0,1,A,x\n1,2,B,caf\xe9\n2,3,B,y\n", ["not UTF-8 text"]),
+    "bom": ("e.csv", b"\xef\xbb\xbfid,ts,type\n0,1,A\n1,2,B\n", []),
+    "empty_file": ("e.csv", b"", "is empty"),
+    "truncated_gz": ("e.csv.gz", None, "truncated"),
+    "corrupt_parquet": ("e.parquet", b"PAR1 not really parquet", "Parquet"),
+    "duplicate_names": ("e.csv", b"id,ts,type,type\n0,1,A,A\n", "names the column 'type' twice"),
+    "not_gzip_named_gz": ("e.csv.gz", b"id,ts,type\n0,1,A\n", "gzip"),
+}
+
+
+def stream(capsys, folder: Path, tmp_path: Path, checkpoint: Path | None = None):
+    return sparkcep(
+        capsys, "stream", QUERY, "-i", folder, "-o", tmp_path / "out",
+        "--checkpoint", checkpoint or tmp_path / "ck", "--id", "id", "--lateness", "100",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(STREAM_CASES))
+def test_streamed_bad_inputs(spark, capsys, tmp_path, case):
+    name, data, expected = STREAM_CASES[case]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / name).write_bytes(data if data is not None else _truncated_gz())
+    code, stdout, err = stream(capsys, folder, tmp_path)
+    if isinstance(expected, str):
+        line = one_line(code, err)
+        assert expected in line and name in line
+        return
+    assert code == 0, err
+    rejected = [
+        r for f in sorted((tmp_path / "out" / "rejected").glob("*.jsonl")) for r in jsonl(f)
+    ]
+    assert [r["reason"] for r in rejected] == expected
+    assert "Traceback" not in err
+    rows = len(data.splitlines()) - (0 if name.endswith(".jsonl") else 1)  # less the header
+    assert int(summary(stdout)["events read"]) == rows  # good + rejected
+
+
+def test_a_streamed_file_with_another_header_names_itself(spark, capsys, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n")
+    code, _, err = stream(capsys, folder, tmp_path)
+    assert code == 0, err
+    (folder / "b.csv").write_text("id,ts,kind\n1,2,B\n")  # arrives later
+    line = one_line(*stream(capsys, folder, tmp_path)[::2])
+    assert "b.csv" in line and "(id, ts, kind)" in line and "move it out of the folder" in line
+
+
+@pytest.mark.parametrize(
+    "damaged", ["offsets/0", "commits/0", "metadata", "sparkcep-types.json", "state/0/0/1.delta"]
+)
+def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n1,2,B\n2,3,B\n")
+    checkpoint = tmp_path / "ck"
+    code, _, err = stream(capsys, folder, tmp_path, checkpoint)
+    assert code == 0, err
+    (folder / "b.csv").write_text("id,ts,type\n3,14,A\n4,15,B\n")
+    target = checkpoint / damaged
+    if not target.exists():  # the state files' names depend on the partitioning
+        target = sorted((checkpoint / "state").rglob("*.delta"))[0]
+    target.write_bytes(b"\x00 damaged {")
+    line = one_line(*stream(capsys, folder, tmp_path, checkpoint)[::2])
+    assert f"the checkpoint '{checkpoint}' is damaged" in line
+    assert "delete it to start the stream over" in line
+    shutil.rmtree(checkpoint)
