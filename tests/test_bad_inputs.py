@@ -208,7 +208,8 @@ def test_negative_max_matches_is_a_usage_error(spark, capsys, tmp_path, mode):
     code, _, err = run_mode(capsys, mode, events, tmp_path / "m.jsonl", "--max-matches", "-1")
     assert code == 2
     assert "Traceback" not in err
-    assert any("--max-matches" in line for line in err.splitlines() if "Error" in line)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("usage error: ") and "--max-matches" in lines[0]
     assert not (tmp_path / "m.jsonl").exists()
 
 

@@ -888,7 +888,11 @@ def main(args: list[str] | None = None):
         raise SystemExit(130) from None
     except Exception as e:
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()  # usage errors (click's exceptions, vendored by typer)
+            # a usage error (click's, vendored by typer): one line too, with where to look
+            command = getattr(getattr(e, "ctx", None), "command_path", "sparkcep")
+            if hasattr(e, "format_message") and e.exit_code == 2:
+                _fail("usage error: ", f"{e.format_message()} (see '{command} --help')")
+            e.show()
             raise SystemExit(e.exit_code) from None
         if os.environ.get("SPARKCEP_DEBUG"):
             raise

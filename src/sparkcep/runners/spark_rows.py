@@ -190,19 +190,29 @@ class _Reasons:
             cells = F.concat_ws("\u0001", *[F.col(f"`{c}`") for c in text_cols])
             self.not_utf8 = F.instr(cells, REPLACEMENT) > 0
 
+    def causes(self, kind: str | None) -> list[tuple[Column, str]]:
+        """Why a row is rejected, in the order the reasons are given; with `kind` None,
+        all but the time's reading (what rejects a row whichever reading is taken)."""
+        time = self.time_col
+        reading = [] if kind is None else [
+            (self.candidates[kind].isNull(), f"{time} is not an integer or a timestamp")
+        ]  # fmt: skip
+        return [
+            (self.corrupt, "malformed row"),
+            (self.not_utf8, "not UTF-8 text"),
+            (self.raw.isNull(), f"{time} is missing"),
+            (self.far, OUT_OF_RANGE.format(time_col=time)),
+            *reading,
+            (self.type_missing, f"{self.type_col} is missing"),
+            (self.id_missing, f"{self.id_col} is missing"),
+        ]
+
     def reason(self, kind: str) -> Column:
-        return (
-            F.when(self.corrupt, F.lit("malformed row"))
-            .when(self.not_utf8, F.lit("not UTF-8 text"))
-            .when(self.raw.isNull(), F.lit(f"{self.time_col} is missing"))
-            .when(self.far, F.lit(OUT_OF_RANGE.format(time_col=self.time_col)))
-            .when(
-                self.candidates[kind].isNull(),
-                F.lit(f"{self.time_col} is not an integer or a timestamp"),
-            )
-            .when(self.type_missing, F.lit(f"{self.type_col} is missing"))
-            .when(self.id_missing, F.lit(f"{self.id_col} is missing"))
-        )
+        (first, text), *rest = self.causes(kind)
+        out = F.when(first, F.lit(text))
+        for cond, text in rest:
+            out = out.when(cond, F.lit(text))
+        return out
 
     def ticks(self, kind: str) -> Column:
         return _ticks(kind, self.candidates[kind])
@@ -210,7 +220,9 @@ class _Reasons:
     def probe(self) -> list[Column]:
         """Per row: rejected whatever the time's reading (`__other`), the type as text,
         and the time in ticks for each reading (null where it does not read)."""
-        other = self.corrupt | self.raw.isNull() | self.far | self.type_missing
+        other = F.lit(False)
+        for cond, _ in self.causes(None):
+            other = other | cond
         cols = [other.alias("__other")]
         if self.type_col is not None:
             cols.append(F.col(f"`{self.type_col}`").cast("string").alias("__type"))
