@@ -238,3 +238,15 @@ def test_row_checks_reject_rows_in_spark(spark, checked_engine):
     assert rejected["id"].tolist() == [1, 3]
     assert set(rejected["reason"]) == {"v is negative"}
     assert result.checked.rejected_count == 2
+
+
+def test_queries_run_together_may_not_give_one_column_two_types():
+    from sparkcep.runners.local import run_local
+
+    events = [{"type": "A", "ts": 1, "v": 2}, {"type": "B", "ts": 2, "v": 3}]
+    text = (
+        "QUERY q1: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.v AS x;\n"
+        "QUERY q2: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.type AS x;"
+    )
+    with pytest.raises(QueryError, match="the column 'x' different types"):
+        run_local(events, text)

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from sparkcep.errors import DataError, SparkcepError
+from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
 from sparkcep.prep.layout import RANGE
@@ -90,6 +90,25 @@ def empty_frame(output: Sequence[OutputColumn], frame: pd.DataFrame | None) -> p
             dtype = PANDAS_DTYPES.get(col.kind, object)
         cols[col.name] = pd.Series([], dtype=dtype)
     return pd.DataFrame(cols)
+
+
+def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...]:
+    """The output of queries run together: `first`, then each plan's columns
+    (`columns_of(plan)`) once, a `query` column when the queries are named; a column two
+    queries give different types is a query error."""
+    cols: dict[str, OutputColumn] = {}
+    if names is not None:
+        cols[QUERY] = OutputColumn(QUERY, "string")
+    for col in first:
+        cols[col.name] = col
+    for plan, name in zip(plans, names or [None] * len(plans)):
+        for col in columns_of(plan):
+            if cols.setdefault(col.name, col) != col:
+                raise QueryError(
+                    f"queries run together give the column '{col.name}' different types "
+                    f"(in {name}): name it differently in one of them"
+                )
+    return tuple(cols.values())
 
 
 def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:

@@ -28,9 +28,8 @@ from sparkcep.engines.ayac.generate import (
     path_resolver,
 )
 from sparkcep.engines.ayac.queues import NegativeQueue
-from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
+from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
 from sparkcep.engines.state import state_class
-from sparkcep.errors import QueryError
 from sparkcep.expressions import evaluate
 from sparkcep.plan import Plan
 from sparkcep.prep.table import MASK, build_table, frame_ticks
@@ -107,18 +106,9 @@ class AyacProgram(Program):
         return (QUERY, *first[: len(self.plans[0].key)], "end", "start")
 
     def _merged_output(self) -> tuple[OutputColumn, ...]:
-        cols: dict[str, OutputColumn] = {}
-        if self.names is not None:
-            cols[QUERY] = OutputColumn(QUERY, "string")
-        for plan, name in zip(self.plans, self.names or [None] * len(self.plans)):
-            for col in plan_output(plan, self.id_col or ""):
-                seen = cols.setdefault(col.name, col)
-                if seen != col:
-                    raise QueryError(
-                        f"queries run together give the column '{col.name}' different types "
-                        f"(in {name}): name it differently in one of them"
-                    )
-        return tuple(cols.values())
+        return merged_output(
+            lambda plan: plan_output(plan, self.id_col or ""), self.plans, self.names
+        )
 
     def empty(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
         key = None if frame is None else tuple(

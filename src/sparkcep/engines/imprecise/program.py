@@ -27,12 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, RowCheck, sort_rows
+from sparkcep.engines.base import QUERY, OutputColumn, Program, RowCheck, merged_output, sort_rows
 from sparkcep.engines.imprecise.algorithm import Algorithm, Found
 from sparkcep.engines.imprecise.bounds import ValidBounds
 from sparkcep.engines.imprecise.events import Pattern, bound_values, interval_events
 from sparkcep.engines.state import state_class
-from sparkcep.errors import QueryError
 from sparkcep.expressions import Vec
 from sparkcep.language import ast
 from sparkcep.plan import Plan
@@ -107,25 +106,16 @@ class ImpreciseProgram(Program):
         return first if self.names is None else (QUERY, *first)
 
     def _merged_output(self) -> tuple[OutputColumn, ...]:
-        cols: dict[str, OutputColumn] = {}
-        if self.names is not None:
-            cols[QUERY] = OutputColumn(QUERY, "string")
+        return merged_output(self._plan_output, self.plans, self.names)
+
+    def _plan_output(self, plan) -> list[OutputColumn]:
         time_col = self.options.time_col
-        for plan, name in zip(self.plans, self.names or [None] * len(self.plans)):
-            mine = [OutputColumn("range_start", like=time_col),
-                    OutputColumn("range_end", like=time_col)]  # fmt: skip
-            mine += [OutputColumn(k, like=k) for k in plan.key]
-            mine += [OutputColumn(c.var, like=self.id_col or "") for c in plan.positives]
-            mine.append(OutputColumn("confidence", "float"))
-            mine += [OutputColumn(r.name, r.kind) for r in plan.returns]
-            for col in mine:
-                seen = cols.setdefault(col.name, col)
-                if seen != col:
-                    raise QueryError(
-                        f"queries run together give the column '{col.name}' different types "
-                        f"(in {name}): name it differently in one of them"
-                    )
-        return tuple(cols.values())
+        mine = [OutputColumn("range_start", like=time_col),
+                OutputColumn("range_end", like=time_col)]  # fmt: skip
+        mine += [OutputColumn(k, like=k) for k in plan.key]
+        mine += [OutputColumn(c.var, like=self.id_col or "") for c in plan.positives]
+        mine.append(OutputColumn("confidence", "float"))
+        return mine + [OutputColumn(r.name, r.kind) for r in plan.returns]
 
     def columns(self) -> tuple[str, ...]:
         names = list(super().columns())

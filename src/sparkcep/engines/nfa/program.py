@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
+from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
 from sparkcep.engines.nfa.skip import FIRST, HIDDEN, LAST, PLAN, AfterMatchSkip, prune_points
 from sparkcep.engines.nfa.timeouts import timeout_rows
 from sparkcep.engines.state import state_class
-from sparkcep.errors import QueryError
 from sparkcep.plan import STRATEGIES
 from sparkcep.prep.table import build_table, frame_ticks
 
@@ -85,18 +84,9 @@ class NfaProgram(Program):
         return (QUERY, *first[: len(self.plans[0].key)], "end", "start")
 
     def _merged_output(self) -> tuple[OutputColumn, ...]:
-        cols: dict[str, OutputColumn] = {}
-        if self.names is not None:
-            cols[QUERY] = OutputColumn(QUERY, "string")
-        for plan, name in zip(self.plans, self.names or [None] * len(self.plans)):
-            for col in plan_output(plan, self.id_col or ""):
-                seen = cols.setdefault(col.name, col)
-                if seen != col:
-                    raise QueryError(
-                        f"queries run together give the column '{col.name}' different types "
-                        f"(in {name}): name it differently in one of them"
-                    )
-        return tuple(cols.values())
+        return merged_output(
+            lambda plan: plan_output(plan, self.id_col or ""), self.plans, self.names
+        )
 
     def describe(self) -> list[tuple[str, str]]:
         lines = [("strategy", STRATEGY_WORDS[p.strategy]) for p in self.plans[:1]]

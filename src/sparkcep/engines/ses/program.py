@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
+from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
 from sparkcep.engines.ses.chain import EarliestChain
@@ -30,7 +30,6 @@ from sparkcep.engines.ses.conditions import Binding, Conditions
 from sparkcep.engines.ses.jointree import JoinTreeMatcher
 from sparkcep.engines.ses.matcher import SesMatcher, pattern_sets
 from sparkcep.engines.state import state_class
-from sparkcep.errors import QueryError
 from sparkcep.plan import Plan
 from sparkcep.plan.sets import SesSpec, prune_level
 from sparkcep.prep.match_windows import WindowConditions, window_ends
@@ -77,17 +76,9 @@ class WindowedProgram(Program):
         return (QUERY, *first[: len(self.plans[0].key)], "end", "start")
 
     def _merged_output(self) -> tuple[OutputColumn, ...]:
-        cols: dict[str, OutputColumn] = {}
-        if self.names is not None:
-            cols[QUERY] = OutputColumn(QUERY, "string")
-        for plan, name in zip(self.plans, self.names or [None] * len(self.plans)):
-            for col in plan_output(plan, self.id_col or ""):
-                if cols.setdefault(col.name, col) != col:
-                    raise QueryError(
-                        f"queries run together give the column '{col.name}' different types "
-                        f"(in {name}): name it differently in one of them"
-                    )
-        return tuple(cols.values())
+        return merged_output(
+            lambda plan: plan_output(plan, self.id_col or ""), self.plans, self.names
+        )
 
     def describe(self) -> list[tuple[str, str]]:
         plan = self.plans[0]
