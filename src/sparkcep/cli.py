@@ -338,9 +338,11 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         n_rows = _spark_rows(result, output)
         if rejected_path is None:
             pass
-        elif result.checked.rejected_count:
+        elif result.checked.may_reject():
             progress.step("writing rejected rows to " + rejected_path)
-            write_spark(result.rejected, rejected_path)
+            result.checked.rejected_written(write_spark(result.rejected, rejected_path))
+            if not result.checked.rejected_count:
+                os.remove(rejected_path)
         elif os.path.exists(rejected_path):
             os.remove(rejected_path)
     return Summary(

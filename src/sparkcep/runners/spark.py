@@ -160,13 +160,7 @@ def _apply_row_checks(checked: Checked, checks) -> Checked:
         )
     staged = checked.valid.withColumn(REASON, reason)
     failing = staged.filter(F.col(REASON).isNotNull()).drop(TICKS)
-    rejected = checked.rejected.unionByName(failing, allowMissingColumns=True)
-    return replace(
-        checked,
-        valid=staged.filter(F.col(REASON).isNull()).drop(REASON),
-        rejected=rejected,
-        rejected_count=checked.rejected_count + failing.count(),
-    )
+    return checked.rejecting(staged.filter(F.col(REASON).isNull()).drop(REASON), failing)
 
 
 def _laid_out(program: Program, checked: Checked, partitions: int) -> tuple[DataFrame, Layout]:
@@ -187,7 +181,7 @@ def _laid_out(program: Program, checked: Checked, partitions: int) -> tuple[Data
         after=after,
         min_tick=checked.min_tick,
         max_tick=checked.max_tick,
-        events=checked.events_read - checked.rejected_count,
+        events=checked.events_read - checked.first_rejected,  # an estimate: no Spark job
         parts=partitions,
     )
     if layout.key:

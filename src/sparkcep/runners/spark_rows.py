@@ -60,7 +60,7 @@ class Checked:
     rejected: DataFrame
     id_col: str
     events_read: int
-    rejected_count: int
+    first_rejected: int  # rows the checking pass rejected (counted in that pass)
     min_tick: int | None
     max_tick: int | None
     time_kind: Kind
@@ -69,6 +69,34 @@ class Checked:
     coerced: dict[str, str] = field(default_factory=dict)
     types: set | None = None  # the event types that occur (None: no type column)
     id_given: bool = False  # ids come from a column (--id), not row numbers
+    # Rows the queries' own checks reject (bad cells, a program's row checks), counted
+    # only when asked: writing the rejected file counts them without a job of its own.
+    later: tuple[DataFrame, ...] = ()
+    later_count: int | None = None
+
+    @property
+    def rejected_count(self) -> int:
+        if self.later_count is None:
+            self.later_count = sum(df.count() for df in self.later)
+        return self.first_rejected + self.later_count
+
+    def may_reject(self) -> bool:
+        """Whether any row may be rejected (without a Spark job)."""
+        return bool(self.first_rejected or self.later)
+
+    def rejected_written(self, rows: int) -> None:
+        """The rejected file holds `rows` rows: the count of every rejected row."""
+        self.later_count = rows - self.first_rejected
+
+    def rejecting(self, valid: DataFrame, failing: DataFrame) -> Checked:
+        """These checks moved the `failing` rows from the valid ones to the rejected."""
+        return replace(
+            self,
+            valid=valid,
+            rejected=self.rejected.unionByName(failing, allowMissingColumns=True),
+            later=(*self.later, failing),
+            later_count=None,
+        )
 
     def duplicate_ids(self) -> int:
         """Valid events whose id another valid event has (a Spark job; --id only)."""
@@ -355,12 +383,7 @@ def reject_bad_cells(checked: Checked, read: set[str]) -> Checked:
     for col, raw in checked.coerced.items():  # every cell as read
         failing = failing.withColumn(col, F.col(raw))
     failing = failing.drop(TICKS, *drop)
-    return replace(
-        checked,
-        valid=staged.filter(F.col(REASON).isNull()).drop(REASON, *drop),
-        rejected=checked.rejected.unionByName(failing, allowMissingColumns=True),
-        rejected_count=checked.rejected_count + failing.count(),
-    )
+    return checked.rejecting(staged.filter(F.col(REASON).isNull()).drop(REASON, *drop), failing)
 
 
 def _time_candidates(df: DataFrame, time_col: str) -> dict[str, Column]:
