@@ -28,8 +28,8 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "true")
     )
-    if master is None or master.startswith("local"):
-        builder = builder.config("spark.python.daemon.module", "sparkcep.runners.daemon")
+    for key, value in python_worker_conf().items():
+        builder = builder.config(key, value)
     java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive_options()]
     extra = conf.pop("spark.driver.extraJavaOptions", None)
     if extra:
@@ -40,6 +40,14 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def python_worker_conf() -> dict[str, str]:
+    """How executors start their Python workers, on any master: sparkcep's daemon, which
+    imports the workers' compiled pyspark instead of compiling Spark's pyspark.zip at
+    each start (runners/daemon.py). The workers need sparkcep importable anyway: the
+    matching functions Spark ships to them live in sparkcep's modules."""
+    return {"spark.python.daemon.module": "sparkcep.runners.daemon"}
 
 
 def _log4j_config() -> str:
