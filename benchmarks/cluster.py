@@ -18,13 +18,14 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.generators import g2
-from benchmarks.spark_floor import G2_QUERY, _env, timed
+from benchmarks.spark_floor import G2_QUERY, _env, _tree_cpu
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from standalone import standalone  # a helper module of the tests
@@ -45,16 +46,38 @@ def _job(master: str, tmp: Path, mode: str) -> tuple[list[str], dict]:
     return args, env
 
 
-def rounds(jobs: dict[str, tuple[list[str], dict]], repeat: int) -> dict[str, list[tuple]]:
+def timed(args: list[str], env: dict, cluster: list[int]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and start epoch of one `sparkcep run` process. The CPU is
+    that of the process and every process it starts, plus what the cluster's processes
+    (`cluster`: the master, the workers, their executors and Python workers) spent while
+    it ran: sampled from /proc every 0.1 s (a process's last moments may be missed)."""
+    before = {pid: cpu for root in cluster for pid, cpu in _tree_cpu(root).items()}
+    start, clock = time.time(), time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+    )  # fmt: skip
+    seen: dict[int, float] = {}
+    while child.poll() is None:
+        for root in [child.pid, *cluster]:
+            seen.update(_tree_cpu(root))
+        time.sleep(0.1)
+    _, stderr = child.communicate()
+    wall = time.perf_counter() - clock
+    if child.returncode != 0:
+        raise RuntimeError(f"{args}: {stderr[-2000:]}")
+    return wall, sum(cpu - before.get(pid, 0.0) for pid, cpu in seen.items()), start
+
+
+def rounds(jobs: dict, repeat: int, cluster: list[int]) -> dict[str, list[tuple]]:
     """(wall, CPU, start epoch) of each run, the modes taking turns; the first round is
     a warm-up (caches, byte code) and is not kept."""
     times: dict[str, list[tuple]] = {name: [] for name in jobs}
     for i in range(repeat + 1):
         for name, (args, env) in jobs.items():
-            start = time.time()
-            wall, cpu = timed(args, env)
+            result = timed(args, env, cluster if name == "cluster" else [])
             if i:
-                times[name].append((wall, cpu, start))
+                times[name].append(result)
     return times
 
 
@@ -88,6 +111,7 @@ def breakdown(events: list[dict], start: float, wall: float) -> dict[str, float]
     for t in sorted(tasks, key=lambda t: t["Task Info"]["Launch Time"]):
         first_on.setdefault(t["Task Info"]["Executor ID"], t["Task Metrics"])
     in_jobs = sum(e - s for s, e in jobs)
+    task_cpu = sum(t["Task Metrics"]["Executor CPU Time"] for t in tasks) / 1e9
     parts = {
         "process start → Spark application start (driver JVM)": app - start,
         "application start → last executor registered": max(added) - app,
@@ -96,6 +120,7 @@ def breakdown(events: list[dict], start: float, wall: float) -> dict[str, float]
         "Spark jobs (sum of their durations)": in_jobs,
         "driver between jobs (planning, Python)": jobs[-1][1] - jobs[0][0] - in_jobs,
         "last job → process end (stop, exit)": start + wall - jobs[-1][1],
+        "tasks: JVM CPU of the executors' task threads (sum)": task_cpu,
         "first task per executor: deserialize (max)": max(
             m["Executor Deserialize Time"] for m in first_on.values()
         )
@@ -126,9 +151,9 @@ def write(times: dict, parts: dict, same: bool, load: tuple, repeat: int) -> str
         " (other jobs share the machine: compare the figures of one run, not seconds across"
         " runs). A master and two workers (`--cores 1 --memory 2g`) on 127.0.0.1 against"
         f" `--master local[2]`; whole `sparkcep run` processes, {repeat} interleaved rounds"
-        " after a warm-up round, medians; CPU = user + system seconds of the process and"
-        " every process it started (for the cluster: the driver only, the executors are the"
-        " workers' children). Spark's event log on in both.",
+        " after a warm-up round, medians; CPU = user + system seconds of the process, every"
+        " process it started, and what the master, the workers and their executors (with"
+        " their Python workers) spent meanwhile. Spark's event log on in both.",
         "",
         "| run | wall s (median) | CPU s | each round, wall s |",
         "|---|---:|---:|---|",
@@ -169,9 +194,9 @@ def main() -> None:
         g2().to_csv(tmp / "g2.csv", index=False)
         (tmp / "g2.cep").write_text(G2_QUERY)
         workers = {"PYTHONPATH": src}  # the workers run this sparkcep (docs/cluster.md)
-        with standalone(workers=2, cores=1, folder=tmp / "cluster", env=workers) as master:
-            jobs = {mode: _job(master if mode == "cluster" else mode, tmp, mode) for mode in MODES}
-            times = rounds(jobs, repeat)
+        with standalone(workers=2, cores=1, folder=tmp / "cluster", env=workers) as cluster:
+            jobs = {m: _job(cluster.url if m == "cluster" else m, tmp, m) for m in MODES}
+            times = rounds(jobs, repeat, cluster.pids)
         parts = {}
         for mode in MODES:
             start, wall = times[mode][-1][2], times[mode][-1][0]

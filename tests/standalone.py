@@ -2,8 +2,8 @@
 master and workers started with the `spark-class` script pip's pyspark ships, stopped
 (their whole process groups) when the `with` block ends, also on failure.
 
-    with standalone(workers=2, cores=1, folder=tmp, env={"PYTHONPATH": src}) as master:
-        ...  # `sparkcep run --master {master} ...`
+    with standalone(workers=2, cores=1, folder=tmp, env={"PYTHONPATH": src}) as cluster:
+        ...  # `sparkcep run --master {cluster.url} ...`; cluster.pids: master, workers
 
 `env` is added to the workers' environment, which their executors and the executors'
 Python workers inherit: that is how the workers find this sparkcep (docs/cluster.md).
@@ -18,7 +18,14 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+
+@dataclass
+class Cluster:
+    url: str  # the master's, spark://127.0.0.1:port
+    pids: list[int] = field(default_factory=list)  # the master's and the workers' JVMs
 
 
 def spark_class() -> Path:
@@ -78,7 +85,7 @@ def standalone(
     timeout: float = 90,
 ):  # fmt: skip
     """A master and `workers` workers of `cores` cores each on 127.0.0.1; yields the
-    master's URL. Logs and the workers' folders go under `folder`."""
+    `Cluster`. Logs and the workers' folders go under `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     base = dict(
         os.environ,
@@ -105,6 +112,6 @@ def standalone(
             processes.append(_start(args, logs[-1], {**base, **(env or {})}))
         for process, log in zip(processes[1:], logs, strict=True):
             _wait_for(process, log, "Successfully registered with master", timeout)
-        yield master
+        yield Cluster(master, [p.pid for p in processes])
     finally:
         _stop(processes)

@@ -28,9 +28,10 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "true")
     )
-    for key, value in python_worker_conf().items():
+    archive = archive_options()
+    for key, value in worker_conf(master, archive, conf).items():
         builder = builder.config(key, value)
-    java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive_options()]
+    java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive]
     extra = conf.pop("spark.driver.extraJavaOptions", None)
     if extra:
         java_options.append(extra)
@@ -42,12 +43,23 @@ def spark_session(master: str | None = None, *, app_name: str = "sparkcep", **co
     return spark
 
 
-def python_worker_conf() -> dict[str, str]:
-    """How executors start their Python workers, on any master: sparkcep's daemon, which
-    imports the workers' compiled pyspark instead of compiling Spark's pyspark.zip at
-    each start (runners/daemon.py). The workers need sparkcep importable anyway: the
-    matching functions Spark ships to them live in sparkcep's modules."""
-    return {"spark.python.daemon.module": "sparkcep.runners.daemon"}
+def worker_conf(master: str | None, archive: list[str], conf: dict) -> dict[str, str]:
+    """How executors start (docs/cluster.md). On any master, their Python workers come
+    from sparkcep's daemon, which imports the workers' compiled pyspark instead of
+    compiling Spark's pyspark.zip at each start (runners/daemon.py); the workers need
+    sparkcep anyway, the matching functions Spark ships to them live in its modules. On
+    a cluster, their JVMs map the driver's class archive too (`archive`: its options,
+    from `warmup`): an executor on this machine loads most of Spark's classes from it,
+    and a JVM that lacks the file or has another class path ignores it. A caller's
+    `spark.executor.extraJavaOptions` (taken out of `conf`) comes after."""
+    settings = {"spark.python.daemon.module": "sparkcep.runners.daemon"}
+    options = [] if master is None or master.startswith("local") else list(archive)
+    extra = conf.pop("spark.executor.extraJavaOptions", None)
+    if extra:
+        options.append(extra)
+    if options:
+        settings["spark.executor.extraJavaOptions"] = " ".join(options)
+    return settings
 
 
 def _log4j_config() -> str:
