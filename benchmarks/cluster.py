@@ -175,8 +175,8 @@ def write(times: dict, parts: dict, same: bool, load: tuple, repeat: int) -> str
         "",
         f"**cluster / local[2]: {ratio:.2f}** wall (target ≤ 1.5), {cpu_ratio:.2f} CPU; the"
         f" same matches: {'yes' if same else 'NO'}. Under load the cluster's extra processes"
-        " get a larger share of the cores, so its wall ratio flatters it; the CPU ratio is"
-        " what it would tend to on a quiet machine where the run is CPU-bound.",
+        " get a larger share of the cores, so its wall ratio flatters it; on a quiet machine,"
+        " where the run keeps the cores busy, the wall ratio would lie nearer the CPU ratio.",
         "",
         "Where the time goes (the last round of each, from Spark's event log; seconds):",
         "",
