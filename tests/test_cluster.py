@@ -113,3 +113,5 @@ def test_executors_on_a_cluster_get_the_drivers_class_archive():
     assert worker_conf("local[2]", archive, {}) == daemon  # the driver is the executor
     assert worker_conf(None, archive, {}) == daemon
     assert worker_conf("spark://h:7077", [], {}) == daemon  # no archive recorded
+    recording = ["-XX:ArchiveClassesAtExit=/venv/share/sparkcep/spark-x.jsa.tmp1", "-Xlog:cds=off"]
+    assert worker_conf("spark://h:7077", recording, {}) == daemon  # the driver records it
