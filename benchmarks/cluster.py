@@ -146,6 +146,14 @@ def _median(runs: list[tuple], i: int) -> float:
     return statistics.median(r[i] for r in runs)
 
 
+def _archive() -> str:
+    from sparkcep.runners.warmup import archive_path
+
+    if archive_path().exists():
+        return "recorded (the driver maps it, and on the cluster the executors too)"
+    return "none (every JVM loads its classes from the jars)"
+
+
 def write(times: dict, parts: dict, same: bool, load: tuple, repeat: int) -> str:
     cluster, local = times["cluster"], times["local[2]"]
     ratio = _median(cluster, 0) / _median(local, 0)
@@ -160,7 +168,8 @@ def write(times: dict, parts: dict, same: bool, load: tuple, repeat: int) -> str
         f" `--master local[2]`; whole `sparkcep run` processes, {repeat} interleaved rounds"
         " after a warm-up round, medians; CPU = user + system seconds of the process, every"
         " process it started, and what the master, the workers and their executors (with"
-        " their Python workers) spent meanwhile. Spark's event log on in both.",
+        " their Python workers) spent meanwhile. Spark's event log on in both. JVM class"
+        f" archive: {_archive()}.",
         "",
         "| run | wall s (median) | CPU s | of which the cluster's | each round, wall s |",
         "|---|---:|---:|---:|---|",
