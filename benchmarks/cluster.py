@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmarks.generators import g2
 from benchmarks.spark_floor import G2_QUERY, _env, _tree_cpu
+from benchmarks.targets import target_row, write_targets
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from standalone import standalone  # a helper module of the tests
@@ -200,6 +201,12 @@ def write(times: dict, parts: dict, same: bool, load: tuple, repeat: int) -> str
     text = "\n".join(lines)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "cluster.md").write_text(text)
+    peer = f"`--master local[2]`, {_median(local, 0):.2f} s"
+    note = f"CPU {cpu_ratio:.2f}x (cluster's processes included); same matches: {same}"
+    write_targets(
+        "cluster",
+        [target_row("7 · G2 on 2 one-core workers / local[2], wall", "≤ 1.5", ratio, peer, note)],
+    )
     return text
 
 
