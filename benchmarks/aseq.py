@@ -66,7 +66,7 @@ def seq(types: list[str], window: int, negate: dict[int, str] | None = None, agg
 
 def prepare(frame: pd.DataFrame):
     valid, _ = split_valid(frame, time_col="ts", type_col="type", id_col=None)
-    return valid, schema_of(valid.drop(columns=[ROW]))
+    return valid, schema_of(valid)  # the id column (ROW) is part of the input
 
 
 def timed(valid, schema, queries: list[str], algorithm: str, sharing: str = "none"):

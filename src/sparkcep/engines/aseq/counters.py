@@ -374,7 +374,9 @@ class PrefixCounters:
         self, tree: Subtree, rows: RootRows, counts: Counts, found: dict[int, list[PieceOutput]]
     ) -> None:
         """Step j adds the group j places after each START row's, while it is in the
-        row's segment and window."""
+        row's segment and window. A root with no child takes no step."""
+        if len(tree.nodes) == 1:
+            return
         guard = self._overflow_guard(tree)
         node_steps = self._node_steps(tree)
         window = self.forest.nodes[tree.root].window
