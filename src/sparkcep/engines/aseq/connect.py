@@ -101,7 +101,8 @@ def ends_suffice(counters: PrefixCounters, qp: QueryPlan) -> bool:
 def _piece_chain(counters: PrefixCounters, qp: QueryPlan, index: int) -> Chain:
     """The matches of the query's piece `index`, with the channels counted in it."""
     piece = qp.pieces[index]
-    out = counters.outputs[piece.nodes[-1]]
+    end = piece.nodes[-1]
+    out = counters.outputs[end] if index == 0 else counters.output_by_start(end)
     start_groups = counters.rows[piece.nodes[0]].group[out.row]
     moments = {
         ch: out.moments[source.values]
@@ -211,15 +212,7 @@ def _connect_starts(
 
 def _window_floor(stats: GroupStats, groups: np.ndarray, window: int) -> np.ndarray:
     """Per group g: the first group of g's segment whose time is > ts[g] - window."""
-    times = np.unique(stats.ts)
-    base = len(times) + 1
-    # (segment, time rank) as one sortable number; groups are in that order already.
-    rank = stats.segment.astype(np.int64) * base + np.searchsorted(times, stats.ts)
-    floor = np.clip(stats.ts[groups] - window, np.iinfo(np.int64).min // 2, None)
-    wanted = stats.segment[groups].astype(np.int64) * base + np.searchsorted(
-        times, floor, side="right"
-    )
-    return np.searchsorted(rank, wanted, side="left")
+    return stats.window_bounds(window)[0][groups]
 
 
 def snapshot_counts(counters: PrefixCounters, qp: QueryPlan, pieces: int) -> Chain:
@@ -308,7 +301,11 @@ class Running:
     def between(self, lo_key: np.ndarray, hi_key: np.ndarray) -> Totals:
         """Per entry, the totals of the bundles with lo_key <= key < hi_key."""
         lo = np.searchsorted(self.key, lo_key, side="left")
-        hi = np.maximum(np.searchsorted(self.key, hi_key, side="left"), lo)
+        return self.span(lo, np.searchsorted(self.key, hi_key, side="left"))
+
+    def span(self, lo: np.ndarray, hi: np.ndarray) -> Totals:
+        """Per entry, the totals of the bundles at positions lo..hi-1."""
+        hi = np.maximum(hi, lo)
         return Totals(
             self.count[hi] - self.count[lo],
             {ch: c[hi] - c[lo] for ch, c in self.sums.items()},
@@ -319,22 +316,25 @@ class Running:
 @dataclass
 class Ends:
     """The sides of a connect: head bundles (key tag, end) and tail bundles (key START,
-    end) as running totals, the tail bundles themselves and their ends; the head tags,
-    and the tail STARTs with where their bundles lie in the tail (tail_lo, tail_count)
-    and which tags can precede each (tags[lo:hi])."""
+    end) as running totals, the tail bundles themselves and their ends; the head tags
+    (where each one's bundles begin, and per group the first tag at or after it), and the
+    tail STARTs with where their bundles lie in the tail (tail_lo, tail_count) and which
+    tags can precede each (tags[lo:hi]); per group, the bounds of its window."""
 
     head: Running
     tail: Running
-    floor: np.ndarray  # per group: the first group inside its window (_window_floor)
-    ceiling: np.ndarray  # per group: the first group past its window (_window_ceiling)
     tail_bundles: Totals
     tail_end: np.ndarray
     tags: np.ndarray
+    tag_first: np.ndarray
+    tag_rank: np.ndarray
     starts: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
     tail_lo: np.ndarray
     tail_count: np.ndarray
+    floor: np.ndarray
+    ceiling: np.ndarray
 
 
 def connect_ends(head: Chain, tail: Chain, stats: GroupStats, window: int) -> Contributions:
@@ -352,54 +352,60 @@ def connect_ends(head: Chain, tail: Chain, stats: GroupStats, window: int) -> Co
     n = len(stats.ts) + 1
     head, head_key = _sorted(head, n)
     tail, tail_key = _sorted(tail, n)
-    groups = np.arange(len(stats.ts))
-    tags = np.unique(head.tag)
+    floor, ceiling = stats.window_bounds(window)
+    tags, tag_first = np.unique(head.tag, return_index=True)
     starts, tail_lo, tail_count = np.unique(tail.tag, return_index=True, return_counts=True)
-    lo = np.searchsorted(tags, _window_floor(stats, starts, window), side="left")
+    lo = np.searchsorted(tags, floor[starts], side="left")
     hi = np.maximum(np.searchsorted(tags, starts, side="left"), lo)
+    tails = Totals.of(tail)
     ends = Ends(
         Running(head_key, Totals.of(head)),
-        Running(tail_key, Totals.of(tail)),
-        _window_floor(stats, groups, window),
-        _window_ceiling(stats, groups, window),
-        Totals.of(tail),
+        Running(tail_key, tails),
+        tails,
         tail.group,
         tags,
+        tag_first,
+        np.searchsorted(tags, np.arange(n), side="left"),
         starts,
         lo,
         hi,
         tail_lo,
         tail_count,
+        floor,
+        ceiling,
     )
     work = np.cumsum(hi - lo + tail_count)
     by_end, by_start, done, first = [], [], 0, 0
     while first < len(starts):
         last = max(int(np.searchsorted(work, done + CONNECT_CHUNK, side="right")), first + 1)
-        end_part, start_part = _ends_of_starts(ends, stats, window, slice(first, last))
+        end_part, start_part = _ends_of_starts(ends, n, slice(first, last))
         by_end.append(end_part)
         by_start.append(start_part)
         done, first = int(work[last - 1]), last
     return _one_sided(by_end, by_start, stats, list(head.moments) + list(tail.moments))
 
 
-def _ends_of_starts(ends: Ends, stats: GroupStats, window: int, chunk: slice):
+def _ends_of_starts(ends: Ends, n: int, chunk: slice):
     """The totals by end group and by head tag of the matches through the tail STARTs
     `chunk`: ((end groups, their totals), (tags, their totals))."""
-    n = len(stats.ts) + 1
-    starts = ends.starts[chunk]
-    # Snapshot pairs (a, d): the tags a before START d in its window, in (d, a) order.
-    d_idx, a_pos = ranges(ends.lo[chunk], ends.hi[chunk])
+    starts, lo, hi = ends.starts[chunk], ends.lo[chunk], ends.hi[chunk]
+    # Snapshot pairs (a, d): the tags a before START d in its window, in (d, a) order;
+    # snap(a, d) adds up the head bundles of a that end before d.
+    d_idx, a_pos = ranges(lo, hi)
     a, d = ends.tags[a_pos], starts[d_idx]
-    snap = ends.head.between(a * n, a * n + d)  # head bundles of a ending before d
-    pairs = Running(d_idx * n + a, snap)
+    snap = ends.head.span(ends.tag_first[a_pos], np.searchsorted(ends.head.key, a * n + d))
+    pairs = Running(None, snap)
+    pair_lo = np.concatenate(([0], np.cumsum(hi - lo)))
     # E: each tail bundle (d, e) times the snapshots of d whose tag is inside e's window.
     tail_lo = ends.tail_lo[chunk]
     t_idx, t_pos = ranges(tail_lo, tail_lo + ends.tail_count[chunk])
     e = ends.tail_end[t_pos]
-    inside = pairs.between(t_idx * n + ends.floor[e], (t_idx + 1) * n)
+    skip = np.clip(ends.tag_rank[ends.floor[e]] - lo[t_idx], 0, None)
+    inside = pairs.span(pair_lo[t_idx] + skip, pair_lo[t_idx + 1])
     by_end = inside.times(ends.tail_bundles.take(t_pos)).bundled(e, n)
     # S: each snapshot (a, d) times the tail bundles of d that end inside a's window.
-    within = ends.tail.between(d * n, d * n + ends.ceiling[a])
+    within_hi = np.searchsorted(ends.tail.key, d * n + ends.ceiling[a], side="left")
+    within = ends.tail.span(tail_lo[d_idx], within_hi)
     by_start = snap.times(within).bundled(a, n)
     return by_end, by_start
 
@@ -442,30 +448,24 @@ def _sorted(chain: Chain, n: int) -> tuple[Chain, np.ndarray]:
     return chain, key
 
 
-def _window_ceiling(stats: GroupStats, groups: np.ndarray, window: int) -> np.ndarray:
-    """Per group g: the first group of g's segment whose time is >= ts[g] + window (the
-    segment's end when there is none)."""
-    times = np.unique(stats.ts)
-    base = len(times) + 1
-    rank = stats.segment.astype(np.int64) * base + np.searchsorted(times, stats.ts)
-    ceiling = np.clip(stats.ts[groups], None, np.iinfo(np.int64).max // 2 - window) + window
-    wanted = stats.segment[groups].astype(np.int64) * base + np.searchsorted(
-        times, ceiling, side="left"
-    )
-    return np.searchsorted(rank, wanted, side="left")
+def _largest(values: np.ndarray) -> float:
+    """The largest magnitude among integers (as a float: no overflow)."""
+    if not len(values):
+        return 0.0
+    return max(abs(float(values.max())), abs(float(values.min())))
 
 
 def _exact(values: np.ndarray) -> np.ndarray:
     """Integers as Python integers when their total could leave int64."""
-    if values.dtype.kind in "iu" and np.abs(values.astype(np.float64)).sum() >= 2**62:
+    if values.dtype.kind not in "iu" or _largest(values) * len(values) < 2**62:
+        return values
+    if np.abs(values.astype(np.float64)).sum() >= 2**62:
         return values.astype(object)
     return values
 
 
 def _times(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x * y entry by entry, as Python integers where int64 could overflow."""
-    if x.dtype.kind in "iu" and y.dtype.kind in "iu" and len(x):
-        big = np.abs(x.astype(np.float64)).max() * np.abs(y.astype(np.float64)).max()
-        if big >= 2**62:
-            return x.astype(object) * y.astype(object)
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu" and _largest(x) * _largest(y) >= 2**62:
+        return x.astype(object) * y.astype(object)
     return x * y
