@@ -204,7 +204,7 @@ def single_query(bench: Bench, cap: float, quick: bool) -> None:
             bench.record("length (w=1000)", stream, length, [seq(types[:length], 1000)], cap)
         for window in (100, 250, 500, 1000):
             bench.record("window (length 3)", stream, window, [seq(types[:3], window)], cap)
-        for length in (6, 8, 10) if not quick else (6, 10):
+        for length in (6, 10):
             bench.record("length, A-Seq only (w=2000)", stream, length, [seq(types[:length], 2000)])
         abd = [types[0], types[1], types[3]]
         bench.record("negation off (A,B,D)", stream, 3, [seq(abd, 1000)], cap)
@@ -228,7 +228,7 @@ def sharing(bench: Bench, quick: bool) -> None:
         ]
         bench.record("chop-connect (k queries)", "stocks-replay", k, tail_queries,
                      sharing_modes=modes)  # fmt: skip
-    for length in (2, 4, 6) if not quick else (2, 4):
+    for length in (2, 6) if not quick else (2, 4):
         shared = types[:length]
         queries = [seq(shared, 1000)] + [seq([types[6 + i], *shared], 1000) for i in range(3)]
         bench.record("shared length (4 queries)", "stocks-replay", length, queries,
