@@ -52,6 +52,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.imprecise
 	$(BIN)/python -m benchmarks.match_recognize
 	$(BIN)/python -m benchmarks.before_after
+	$(BIN)/python -m benchmarks.targets
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .ruff_cache .hypothesis
