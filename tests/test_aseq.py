@@ -275,3 +275,115 @@ def test_a_float_sum_forgets_the_values_before_its_window():
             [1, 1, 1e16, 1e16],
             [11, 1, 1.0, 1.0],
         ]
+
+
+# ---- chop-connect on random workloads ------------------------------------------------
+
+
+@st.composite
+def tail_sharing_workloads(draw):
+    """Queries that share a tail: SEQ(base), and SEQ(head, base[, base2]) for random
+    heads, aggregates, windows and keys (all keyed alike, as queries run together must)."""
+    word = st.lists(st.sampled_from("ABCD"), min_size=1, max_size=3)
+    base, base2 = draw(word), draw(word)
+    keyed = draw(st.booleans())
+    queries = [base, base2]
+    for _ in range(draw(st.integers(1, 3))):
+        queries.append(draw(word) + base + (base2 if draw(st.booleans()) else []))
+    texts = []
+    for i, types in enumerate(queries):
+        names = [f"v{j}" for j in range(len(types))]
+        comps = ", ".join(f"{t} {n}" for t, n in zip(types, names))
+        var = draw(st.sampled_from(names))
+        items = draw(
+            st.lists(
+                st.sampled_from(
+                    ["COUNT", f"SUM({var}.v) AS s", f"AVG({var}.v) AS av",
+                     f"MIN({var}.v) AS mn", f"MAX({var}.v) AS mx"]
+                ),
+                min_size=1, max_size=2, unique=True,
+            )
+        )  # fmt: skip
+        where = " WHERE [k] GROUP BY k" if keyed else ""
+        window = draw(st.integers(1, 8))
+        texts.append(
+            f"QUERY q{i}: PATTERN SEQ({comps}){where} AGG {', '.join(items)} WITHIN {window}"
+        )
+    return texts
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_tail_sharing_workloads_equal_unshared(data):
+    events = frame(data.draw(streams(max_events=16, types="ABCD")))
+    queries = data.draw(tail_sharing_workloads())
+    outs = {
+        s: run_aggregate_local(events, queries, id_col="id", sharing=s).matches
+        for s in ("none", "prefix", "chop")
+    }
+    assert outs["prefix"].equals(outs["none"])
+    assert outs["chop"].equals(outs["none"])
+    with connect_chunk(1):  # connect one tail START at a time
+        chunked = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
+    assert chunked.equals(outs["none"])
+
+
+def _chopped_contributions(query: str):
+    from sparkcep.checks import compile_one
+    from sparkcep.engines.aseq.connect import query_contributions
+    from sparkcep.engines.aseq.counters import PrefixCounters
+    from sparkcep.prep.table import build_table
+
+    events = EXAMPLE_8.assign(id=range(len(EXAMPLE_8)), v=range(len(EXAMPLE_8)))
+    program = compile_one(
+        "QUERY de: PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9;" + query,
+        events,
+        Options(sharing="chop"),
+    )
+    table = build_table(
+        events, mask=program.mask(events), segment_cols=[], time_col="ts", tiebreak=None,
+        attributes=["v"],
+    )  # fmt: skip
+    counters = PrefixCounters(program.forest, table)
+    return query_contributions(counters, program.forest.queries[1])
+
+
+def test_the_last_connect_gives_one_sided_bundles_unless_min_or_max():
+    from sparkcep.engines.aseq.combine import NEVER
+
+    # Example 8: (A,B,C) + (D,E); the matches of (A,B,C,D,E) by end (e1 at 10 s: one)
+    # and by start (a1 at 1 s: none inside its window; a2 at 4 s: one), no join.
+    q = "QUERY abcde: PATTERN SEQ(A a, B b, C c, D d, E e) AGG COUNT, SUM(a.v) AS s WITHIN 9;"
+    got = _chopped_contributions(q)
+    by_end = [(int(t), int(c)) for s, t, c in zip(got.start, got.end, got.count) if s == NEVER]
+    by_start = [(int(s), int(c)) for s, t, c in zip(got.start, got.end, got.count) if t == NEVER]
+    assert len(by_end) + len(by_start) == len(got)
+    assert by_end == [(10, 1)]
+    assert [(s, c) for s, c in by_start if c] == [(4, 1)]
+    assert got.matches() == 1
+    # MIN and MAX need each bundle's start and end: the joint connect.
+    q = "QUERY abcde: PATTERN SEQ(A a, B b, C c, D d, E e) AGG MAX(a.v) AS m WITHIN 9;"
+    got = _chopped_contributions(q)
+    assert not ((got.start == NEVER) | (got.end == NEVER)).any()
+    assert [(int(s), int(e), int(c)) for s, e, c in zip(got.start, got.end, got.count)] == [
+        (4, 10, 1)
+    ]
+
+
+def test_chop_connect_counts_beyond_64_bits_stay_exact():
+    # 100 B, then 100 A: SEQ(12 B, 12 A) chopped into (12 B) + (12 A), the tail shared
+    # with SEQ(12 A). Each piece's counts fit in int64 (C(100, 12) < 2**60), their
+    # product does not: C(100, 12)**2 matches end by the last A.
+    stream = pd.DataFrame({"type": ["B"] * 100 + ["A"] * 100, "ts": range(200), "v": 1})
+    heads = ", ".join(f"B b{i}" for i in range(12))
+    tails = ", ".join(f"A a{i}" for i in range(12))
+    queries = [
+        f"QUERY t: PATTERN SEQ({tails}) AGG COUNT WITHIN 1000",
+        f"QUERY q: PATTERN SEQ({heads}, {tails}) AGG COUNT, SUM(b0.v) AS s WITHIN 1000",
+    ]
+    got = run_aggregate_local(stream, queries, sharing="chop")
+    (program,) = got.programs
+    assert len(program.forest.queries[1].pieces) == 2
+    last = got.matches[got.matches["query"] == "q"].iloc[-1]
+    assert int(last["count"]) == math.comb(100, 12) ** 2 > 2**63
+    assert int(last["s"]) == math.comb(100, 12) ** 2

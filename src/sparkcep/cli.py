@@ -100,7 +100,8 @@ SharingOpt = Annotated[
     str,
     typer.Option(
         "--sharing",
-        help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect) or none.",
+        help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect; "
+        "whole inputs, not streams) or none.",
     ),
 ]
 

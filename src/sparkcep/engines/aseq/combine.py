@@ -30,6 +30,7 @@ from sparkcep.plan import Plan
 
 NO_WINDOW = np.iinfo(np.int64).max // 4  # the window of a query without WITHIN (ticks)
 LONG_AGO = np.iinfo(np.int64).min // 4  # the end time of matches counted in earlier batches
+NEVER = np.iinfo(np.int64).max // 2  # a time no trigger reaches (one-sided bundles)
 
 
 def window_of(plan: Plan) -> int:
@@ -168,7 +169,12 @@ class Moments:
 @dataclass
 class Contributions:
     """Bundles of matches: start and end time (ticks), partition, count, and the moments
-    of each aggregate channel."""
+    of each aggregate channel.
+
+    COUNT, SUM and AVG need only two sums (see `combine`): of the matches by end time and
+    by start time. A bundle may therefore be one-sided: start NEVER (its matches count
+    from their end on, and never expire here) or end NEVER (its matches are taken off
+    when their start leaves the window); MIN and MAX need two-sided bundles."""
 
     segment: np.ndarray
     start: np.ndarray
@@ -178,6 +184,10 @@ class Contributions:
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def matches(self) -> int:
+        """How many matches the bundles hold (a one-sided pair of bundles counts once)."""
+        return int(np.sum(self.count[self.end != NEVER]))
 
     @staticmethod
     def empty(channels: list[Channel]) -> Contributions:

@@ -26,6 +26,28 @@ class GroupStats:
     segment_first: np.ndarray  # first group of each segment
     count: dict[int, np.ndarray]  # bit -> events of the group with the bit
     values: dict[tuple[int, str], Moments]  # (bit, attribute) -> moments of its events
+    _bounds: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def window_bounds(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per group g, the groups of g's segment within `window` of it: the first whose
+        time is > ts[g] - window (floor) and the first whose time is >= ts[g] + window
+        (ceiling; the segment's end when there is none)."""
+        if window not in self._bounds:
+            times = np.unique(self.ts)
+            base = len(times) + 1
+            # (segment, time rank) as one sortable number; groups are in that order.
+            segment = self.segment.astype(np.int64) * base
+            rank = segment + np.searchsorted(times, self.ts)
+            big = np.iinfo(np.int64).max // 2
+            low = np.clip(self.ts, -big + window, None) - window
+            high = np.clip(self.ts, None, big - window) + window
+            floor = segment + np.searchsorted(times, low, side="right")
+            ceiling = segment + np.searchsorted(times, high, side="left")
+            self._bounds[window] = (
+                np.searchsorted(rank, floor, side="left"),
+                np.searchsorted(rank, ceiling, side="left"),
+            )
+        return self._bounds[window]
 
 
 def group_stats(table: EventTable, bits: set[int], columns: set[tuple[int, str]]) -> GroupStats:
@@ -234,6 +256,7 @@ class PrefixCounters:
         columns = {(s.bit, s.attr) for counted in self.sources.values() for s in counted}
         self.stats = group_stats(table, bits, columns)
         self.outputs: dict[int, PieceOutput] = {}
+        self._by_start: dict[int, PieceOutput] = {}
         self.rows: dict[int, RootRows] = {}  # root -> its START rows
         self.final: dict[int, CarryRows] = {}  # counters after this table, per root
         self.peak_counters = 0  # most counters alive at once (the paper's memory measure)
@@ -243,6 +266,18 @@ class PrefixCounters:
         self.children = children
         for root in children.get(-1, []):
             self._run_root(root)
+
+    def output_by_start(self, node: int) -> PieceOutput:
+        """The contributions of `node` in (start row, end group) order (kept once made)."""
+        if node not in self._by_start:
+            out = self.outputs[node]
+            key = out.row * (len(self.stats.ts) + 1) + out.group
+            if len(key) > 1 and not (key[1:] >= key[:-1]).all():
+                order = np.argsort(key, kind="stable")
+                moments = {s: m.take(order) for s, m in out.moments.items()}
+                out = PieceOutput(out.row[order], out.group[order], out.count[order], moments)
+            self._by_start[node] = out
+        return self._by_start[node]
 
     def subtree(self, root: int) -> list[int]:
         order, stack = [], [root]
@@ -374,7 +409,9 @@ class PrefixCounters:
         self, tree: Subtree, rows: RootRows, counts: Counts, found: dict[int, list[PieceOutput]]
     ) -> None:
         """Step j adds the group j places after each START row's, while it is in the
-        row's segment and window."""
+        row's segment and window. A root with no child takes no step."""
+        if len(tree.nodes) == 1:
+            return
         guard = self._overflow_guard(tree)
         node_steps = self._node_steps(tree)
         window = self.forest.nodes[tree.root].window

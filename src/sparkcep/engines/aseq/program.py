@@ -242,7 +242,7 @@ class AggregateProgram(Program):
                 before, before_keys = _carried(
                     state.carry.get(qp.pieces[0].nodes[0]), counters, qp, end
                 )
-            state.stats["matches"] = state.stats.get("matches", 0) + int(np.sum(fresh.count))
+            state.stats["matches"] = state.stats.get("matches", 0) + fresh.matches()
             contribs = Contributions.concat([before, fresh])
             bit = 1 << forest.nodes[end].bits[0]
             outs.append((i, self._rows(qp.plan, batch, contribs, before_keys, bit)))
