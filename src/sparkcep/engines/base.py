@@ -212,6 +212,13 @@ class Program(ABC):
     @abstractmethod
     def is_empty(self, state: Any) -> bool: ...
 
+    def idle_until(self, state: Any) -> int | None:
+        """A time (ticks) before which `advance(state, to)` may be left out: it would give
+        no rows, and later calls give the same rows without it; from then on, advancing
+        may give rows or empty the state. None: advance at every watermark (the default,
+        always right). Streams use it to leave alone the keys that got nothing new."""
+        return None
+
     def run(self, events: pd.DataFrame, *, owned: np.ndarray | None = None) -> pd.DataFrame:
         """One shot over events in processing order: process, then flush."""
         state = self.new_state()

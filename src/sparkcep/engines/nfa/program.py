@@ -175,6 +175,17 @@ class NfaProgram(Program):
         no_skips = (state.held is None or not len(state.held)) and not any(state.points.values())
         return (state.buffer is None or not len(state.buffer)) and no_skips
 
+    def idle_until(self, state: NfaState) -> int | None:
+        """Without trailing negation, timeouts or skips, advancing only forgets events:
+        nothing happens until the newest buffered event leaves the window."""
+        windows = [p.window for p in self.plans]
+        if self._trailing or self._timeouts or self._skips or any(w is None for w in windows):
+            return None
+        if state.buffer is None or not len(state.buffer):
+            return None
+        ticks = frame_ticks(state.buffer, self.options.time_col)
+        return int(ticks.max()) + int(max(windows))  # type: ignore[type-var]
+
     # ---- AFTER MATCH SKIP
     def _skipped(self, state: NfaState, rows: pd.DataFrame, horizon, final=False):
         """Rows of plans with AFTER MATCH SKIP wait until they can be decided (skip.py)."""
