@@ -212,6 +212,15 @@ class Program(ABC):
     @abstractmethod
     def is_empty(self, state: Any) -> bool: ...
 
+    @property
+    def keys_together(self) -> bool:
+        """Whether one state may hold several partitions (keys) of a stream fed as a
+        stream runner feeds them: each `process` call gets whole instants of several
+        keys, each key in time order, and no event earlier than the latest time of any
+        earlier call (time moves at watermarks); `advance` closes every key at once.
+        Streams then run a bucket of keys in one call (False: one state per key)."""
+        return False
+
     def idle_until(self, state: Any) -> int | None:
         """A time (ticks) before which `advance(state, to)` may be left out: it would give
         no rows, and later calls give the same rows without it; from then on, advancing

@@ -60,6 +60,7 @@ REJECTED_BUCKET = -1  # the group of rejected rows
 # Keys are hashed into this many buckets, each one Python call per micro-batch. Fixed (not
 # Spark's shuffle partitions) so that a checkpoint restarts into the same buckets.
 BUCKETS = 16
+ALL_KEYS = "*"  # the entry of a bucket whose keys share one program state
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
@@ -413,32 +414,27 @@ class StreamStep:
 
     def _run_keys(self, entries: dict, new: pd.DataFrame | None, watermark) -> list:
         """Run the keys that got events or whose time came; update `entries` in place."""
+        if self.program.keys_together:
+            return self._run_together(entries, new, watermark)
         program = self.program
         arrived = new.groupby(KEY, sort=False).indices if new is not None and len(new) else {}
         due = [k for k, (wake, _) in entries.items() if watermark is not None and wake <= watermark]
         touched = list(dict.fromkeys([*arrived, *due]))
         if not touched:
             return []
-        states, waiting = {}, [] if new is None or not len(new) else [new]
+        states, waiting = {}, [new]
         for k in touched:
             pending, states[k] = (
                 decode_state(entries[k][1]) if k in entries else (None, program.new_state())
             )
-            if pending is not None and len(pending):
-                waiting.append(pending)
-        # Release, in time order, what the watermark has passed.
-        held = program.in_order(pd.concat(waiting, ignore_index=True)) if waiting else None
-        ready = np.zeros(0 if held is None else len(held), dtype=bool)
-        if held is not None and watermark is not None:
-            ready = held[TICKS].to_numpy() < watermark
-        released = _by_key(held, ready)
-        kept = _by_key(held, ~ready)
+            waiting.append(pending)
+        held, ready = self._held(waiting, watermark)
+        released, kept = _by_key(held, ready), _by_key(held, ~ready)
         rows, counts = [], []
-        drop = [*self.raw.values(), KEY]
         for k in touched:
             program_state = states[k]
             if k in released:
-                rows.append(program.process(program_state, released[k].drop(columns=drop)))
+                rows.append(program.process(program_state, released[k].drop(columns=self._drop)))
             if watermark is not None:
                 rows.append(program.advance(program_state, watermark))
             pending = kept.get(k)
@@ -448,8 +444,54 @@ class StreamStep:
             else:
                 wake = self._wake(pending, program_state, watermark)
                 entries[k] = (wake, encode_state((pending, program_state)))
+        return self._out(rows, touched, counts)
+
+    def _run_together(self, entries: dict, new: pd.DataFrame | None, watermark) -> list:
+        """The bucket's keys in one program state (`Program.keys_together`), run as one."""
+        program = self.program
+        entry = entries.get(ALL_KEYS)
+        due = entry is not None and watermark is not None and entry[0] <= watermark
+        if (new is None or not len(new)) and not due:
+            return []
+        pending, program_state = (
+            decode_state(entry[1]) if entry is not None else (None, program.new_state())
+        )
+        held, ready = self._held([pending, new], watermark)
+        rows = []
+        if ready.any():
+            rows.append(program.process(program_state, held[ready].drop(columns=self._drop)))
+        if watermark is not None:
+            rows.append(program.advance(program_state, watermark))
+        kept = held[~ready].reset_index(drop=True) if held is not None and not ready.all() else None
+        if kept is None and program.is_empty(program_state):
+            entries.pop(ALL_KEYS, None)
+        else:
+            wake = self._wake(kept, program_state, watermark)
+            entries[ALL_KEYS] = (wake, encode_state((kept, program_state)))
+        keys = [] if held is None else list(held[KEY].unique())
+        sizes = {} if kept is None else kept[KEY].value_counts().to_dict()
+        return self._out(rows, keys, [int(sizes.get(k, 0)) for k in keys])
+
+    @property
+    def _drop(self) -> list[str]:
+        """Columns the program is not given: the cells as read, the key text."""
+        return [*self.raw.values(), KEY]
+
+    def _held(self, frames: list, watermark) -> tuple[pd.DataFrame | None, np.ndarray]:
+        """The waiting and new events in processing order, and which of them the
+        watermark has passed (to be released)."""
+        frames = [f for f in frames if f is not None and len(f)]
+        if not frames:
+            return None, np.zeros(0, dtype=bool)
+        held = self.program.in_order(pd.concat(frames, ignore_index=True))
+        if watermark is None:
+            return held, np.zeros(len(held), dtype=bool)
+        return held, held[TICKS].to_numpy() < watermark
+
+    def _out(self, rows: list, keys: list, counts: list[int]) -> list:
+        """The match rows, and each key's count of events held, as output frames."""
         rows = [r for r in rows if len(r)]
-        marks = pd.DataFrame({KIND: "pending", KEY: touched, PENDING: counts})
+        marks = pd.DataFrame({KIND: "pending", KEY: keys, PENDING: counts})
         matches = [self._matches(pd.concat(rows, ignore_index=True))] if rows else []
         return [*matches, self._shaped(marks)]
 
