@@ -195,3 +195,28 @@ def test_after_match_skip_fed_with_a_watermark_after_each_batch_equals_one_shot(
         outs.append(program.flush(state))
     assert len(expected) > 100
     same_rows(program, program.concat(outs, frame), expected, "advanced after each batch")
+
+
+def test_a_bucket_with_nothing_new_sleeps_until_its_window_passes(spark, tmp_path):
+    """nfa without trailing negation: advancing only forgets events (`idle_until`), so a
+    bucket whose keys got nothing new is left as it is until the watermark passes its
+    newest event's window, and then emptied."""
+    x, y, z = same_bucket_keys(spark, 3)
+    query = "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 1 s"
+    folder = tmp_path / "in"
+    for i in range(3):
+        write_part(folder, i, SHARED[i](x, y, z))
+    write_part(folder, 3, [(9, "X", 2600, -1)])  # no query wants X: it moves the watermark
+    run_stream(spark, folder, query, tmp_path)
+    ((wake, (pending, nfa)),) = stored(spark, tmp_path / "ckpt").values()
+    assert pending is None and nfa.buffer["id"].tolist() == [6]  # y's A at 2,500 ms
+    assert (wake, nfa.latest) == (T0 + 2500 + 1000, T0 + 2600)
+    write_part(folder, 4, [(10, "X", 3000, -1)])  # the watermark moves to 3,000: too early
+    run_stream(spark, folder, query, tmp_path)
+    ((wake, (pending, nfa)),) = stored(spark, tmp_path / "ckpt").values()
+    assert (wake, nfa.latest) == (T0 + 3500, T0 + 2600)  # not advanced to 3,000
+    write_part(folder, 5, [(11, "X", 4000, -1)])  # past 3,500: the window has closed
+    run_stream(spark, folder, query, tmp_path)
+    assert stored(spark, tmp_path / "ckpt") == {}
+    frame = pd.concat([_frame(SHARED[i](x, y, z)) for i in range(3)])
+    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, query))
