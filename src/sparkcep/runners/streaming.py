@@ -1,20 +1,22 @@
 """Streaming: the same queries on live streams with Spark Structured Streaming.
 
-    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(partition)
+    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(bucket of keys)
           .applyInPandasWithState(StreamStep)  ─▶ typed rows: match | late | rejected
           ─▶ foreachBatch: one file per micro-batch and kind, written atomically
 
-One program (every engine the same way) runs per partition of the stream; its state
-and the events not yet released live in Spark's state store, stored as data
-(`engines.state`), never as pickles. Each micro-batch:
+One program (every engine the same way) runs per partition (key) of the stream; keys are
+hashed into BUCKETS buckets, one Python call each per micro-batch. Each key's program
+state and the events not yet released live in its bucket's value in Spark's state store,
+stored as data (`engines.state`), never as pickles. Each micro-batch:
 
 - an event older than the watermark the previous batch set is *late*: it goes to the
   late output with the reason (and is counted), never silently away;
 - the other events wait in the state until the watermark passes them, then go to the
   program in time order (so the answers are those of a batch run over the same events);
-- every key with state is woken when the watermark moves (an event-time timeout on a
-  stand-in event time, see `prepare_stream`): its waiting events the watermark has
-  passed are released, `advance` reports what time closed (trailing negations), and a
+- every bucket with state is woken when the watermark moves (an event-time timeout on a
+  stand-in event time, see `prepare_stream`); in it, the keys that got events or whose
+  time came (a waiting event the watermark passed, `Program.idle_until`) release what
+  the watermark passed, `advance` reports what time closed (trailing negations), and a
   key with nothing left in its window has its state removed.
 
 Output files are named by batch id and replaced atomically, so a micro-batch that Spark
