@@ -38,6 +38,7 @@ from benchmarks.run import G2_QUERY
 
 RESULTS = Path(__file__).parent / "results"
 EXPECTED_MATCHES = 8_438
+LOAD = [0.0]  # the load average when the run started
 # Spark's stages of a trigger (durationMs): addBatch runs the micro-batch's job.
 PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
@@ -161,6 +162,7 @@ def main() -> None:
     versions = [("before", args.before)] if args.before else []
     versions.append(("after", after))
     tmp = Path(tempfile.mkdtemp(prefix="sparkcep-stream-bench-"))
+    LOAD[0] = os.getloadavg()[0]
     rows = []
     try:
         folder = tmp / "in"
@@ -190,6 +192,9 @@ def write(rows: list[dict], before: str | None) -> None:
         "buckets (this tree)"
         + (f"; `before`: one Python call per key (`{before}`), the versions run in turn,"
            " each run a process of its own." if before else "."),
+        "",
+        f"Load average (1 min) at the start and end of the run: {LOAD[0]:.1f}, "
+        f"{os.getloadavg()[0]:.1f} (on {os.cpu_count()} cores).",
         "",
         "| code | run | micro-batches | matches | correct | seconds | events/s | latency median s | latency p95 s |",
         "|---|---|---:|---:|---|---:|---:|---:|---:|",
