@@ -91,3 +91,17 @@ def test_json_lines_file_is_one_object_per_row_with_text_beyond_ascii(tmp_path, 
         {"name": "naïve ☃", "n": -3, "ok": True, "ids": []},
         {"name": 'q"uote', "n": 2**40, "ok": False, "ids": [4]},
     ]
+
+
+def test_whole_floats_stay_floats_in_json_lines():
+    # A reader that types JSON numbers must read a float column as floats, as Spark
+    # writes it (96.0), whichever way the run went.
+    import pandas as pd
+
+    from sparkcep.jsonlines import json_lines
+
+    frame = pd.DataFrame({"v": [96.0, -3.0, 0.5, 1e-11, 0.0], "n": [1, 2, 3, 4, 5]})
+    lines = [json.loads(line) for line in json_lines(frame)]
+    assert [type(r["v"]) for r in lines] == [float] * 5
+    assert [type(r["n"]) for r in lines] == [int] * 5
+    assert json_lines(frame)[0] == '{"v":96.0,"n":1}'

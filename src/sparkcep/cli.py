@@ -364,11 +364,12 @@ def _start_spark(master, input):
     from sparkcep.files import input_files
     from sparkcep.runners.spark_session import spark_session
 
+    files, _ = input_files(input)  # a missing input is reported before the JVM starts
+    size = sum(os.path.getsize(f) for f in files)
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
-        starting = pool.submit(spark_session, master)
+        starting = pool.submit(spark_session, master, input_bytes=size)
         import sparkcep.runners.spark  # noqa: F401
 
-        input_files(input)  # a missing input is reported as soon as the JVM is up
         return starting.result()
 
 

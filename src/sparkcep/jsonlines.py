@@ -6,11 +6,11 @@ to text is the shortest text that reads back as the same float), and the columns
 joined into lines by Arrow. Infinities are written as Spark writes them ("Infinity").
 
 >>> import pandas as pd
->>> frame = pd.DataFrame({"v": [1e-11, None], "n": pd.array([3, None], dtype="Int64"),
+>>> frame = pd.DataFrame({"v": [1e-11, 96.0], "n": pd.array([3, None], dtype="Int64"),
 ...                       "ids": [[1, 2], [3]], "s": ['a"b', None]})
 >>> print("\\n".join(json_lines(frame)))
 {"v":1e-11,"n":3,"ids":[1,2],"s":"a\\"b"}
-{"v":null,"n":null,"ids":[3],"s":null}
+{"v":96.0,"n":null,"ids":[3],"s":null}
 """
 
 from __future__ import annotations
@@ -67,9 +67,12 @@ def _encode(col: pd.Series) -> pa.Array:
     if pd.api.types.is_float_dtype(dtype):
         values = col.to_numpy(dtype=np.float64, na_value=np.nan)
         finite = np.isfinite(values)
-        text = pc.cast(pa.array(np.where(finite, values, 0.0)), pa.string()).to_numpy(
-            zero_copy_only=False
-        )
+        text = pc.cast(pa.array(np.where(finite, values, 0.0)), pa.string())
+        # Arrow writes 96.0 as 96: keep it a float to a reader that types numbers (Spark
+        # writes 96.0 too).
+        whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
+        text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+        text = text.to_numpy(zero_copy_only=False)
         text = np.where(finite, text, np.where(values > 0, '"Infinity"', '"-Infinity"'))
         return pa.array(np.where(null, "null", text), pa.string())
     if pd.api.types.is_datetime64_any_dtype(dtype):
