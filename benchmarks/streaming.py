@@ -1,4 +1,4 @@
-"""`sparkcep stream` on G2: sustained events/s and micro-batch latency (issue 4).
+"""`sparkcep stream` on G2: sustained events/s and micro-batch latency, before and after.
 
 G2 of the foundation issue (1,000,000 events, gaps 1..20 ms) gets an `id` column and is
 split into 20 CSV files, plus one heartbeat file (an event a day later, of a type the
@@ -6,17 +6,20 @@ query does not name) so that the watermark passes the last events and the output
 complete. The query is skip-till-next `SEQ(A a, B b, C c)` with `[k]` WITHIN 5 s; its
 batch answer has 8,438 matches and the stream's is checked against that count.
 
-Measured, in one process and one Spark session:
+Measured for each code version (this tree's `src`, and `--before SRC`, e.g. the main
+checkout's `src` with one Python call per key), each run in its own process, the versions
+in turn:
 - files per micro-batch 1, 5 and 21 (trigger available-now): sustained events/s = events
   / the sum of the micro-batches' durations, and the median and 95th percentile of a
   micro-batch's duration (its latency: from the trigger to the rows written);
 - the whole `sparkcep stream` process (JVM start to the summary) for 1 file per batch.
 
-    python -m benchmarks.streaming
+    python -m benchmarks.streaming [--before /work/main/src]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -35,6 +38,9 @@ from benchmarks.run import G2_QUERY
 
 RESULTS = Path(__file__).parent / "results"
 EXPECTED_MATCHES = 8_438
+LOAD = [0.0]  # the load average when the run started
+# Spark's stages of a trigger (durationMs): addBatch runs the micro-batch's job.
+PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
 def write_files(folder: Path, parts: int = 20) -> int:
@@ -87,25 +93,31 @@ def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
         "events_per_s": events / sum(durations),
         "latency_median_s": statistics.median(durations),
         "latency_p95_s": float(np.percentile(durations, 95)),
+        # where a micro-batch's time goes (medians, s): Spark's stages of a trigger
+        "parts": {
+            part: statistics.median(p["durationMs"].get(part, 0) / 1000 for p in progress)
+            for part in PARTS
+        },
     }
 
 
-def whole_process(folder: Path, tmp: Path) -> dict:
-    out = tmp / "cli-out"
+def whole_process(folder: Path, tmp: Path, src: str, version: str) -> dict:
+    out = tmp / f"cli-out-{version}"
     query = tmp / "g2.cep"
     query.write_text(G2_QUERY)
     args = [
         sys.executable, "-m", "sparkcep.cli", "stream", str(query), "--input", str(folder),
-        "--output", str(out), "--checkpoint", str(tmp / "cli-ckpt"), "--id", "id",
+        "--output", str(out), "--checkpoint", str(tmp / f"cli-ckpt-{version}"), "--id", "id",
         "--time-unit", "ms", "--max-files-per-trigger", "1",
     ]  # fmt: skip
     started = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True)
+    done = subprocess.run(args, capture_output=True, text=True, env=_env(src))
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     matches = count_rows(out)
     return {
+        "version": version,
         "run": "`sparkcep stream` process, 1 file per micro-batch",
         "events": 1_000_001,
         "matches": matches,
@@ -115,26 +127,59 @@ def whole_process(folder: Path, tmp: Path) -> dict:
     }
 
 
-def main() -> None:
-    from sparkcep.runners.spark_session import spark_session
+def _env(src: str) -> dict:
+    root = str(Path(__file__).resolve().parent.parent)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([src, root]))
 
+
+def one_version(folder: Path, tmp: Path, src: str, version: str, files: int) -> dict:
+    """`in_process` in a process of its own that imports sparkcep from `src`."""
+    args = [sys.executable, "-m", "benchmarks.streaming", "--one", str(files),
+            "--folder", str(folder), "--tmp", str(tmp / f"{version}-{files}")]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, env=_env(src))
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return {"version": version, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--before", help="the src folder of the code to compare against")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--tmp", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        from sparkcep.runners.spark_session import spark_session
+
+        tmp = Path(args.tmp)
+        tmp.mkdir(parents=True)
+        spark = spark_session()
+        print(json.dumps(in_process(spark, Path(args.folder), tmp, args.one)))
+        spark.stop()
+        return
+    after = str(Path(__file__).resolve().parent.parent / "src")
+    versions = [("before", args.before)] if args.before else []
+    versions.append(("after", after))
     tmp = Path(tempfile.mkdtemp(prefix="sparkcep-stream-bench-"))
+    LOAD[0] = os.getloadavg()[0]
+    rows = []
     try:
         folder = tmp / "in"
         write_files(folder)
-        rows = [whole_process(folder, tmp)]
-        print(rows[-1], flush=True)
-        spark = spark_session()
-        for files in (1, 5, 21):
-            rows.append(in_process(spark, folder, tmp, files))
+        for version, src in versions:
+            rows.append(whole_process(folder, tmp, src, version))
             print(rows[-1], flush=True)
-        spark.stop()
+        for files in (1, 5, 21):
+            for version, src in versions:
+                rows.append(one_version(folder, tmp, src, version, files))
+                print(rows[-1], flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    write(rows)
+    write(rows, args.before)
 
 
-def write(rows: list[dict]) -> None:
+def write(rows: list[dict], before: str | None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(RESULTS / "streaming.csv", index=False)
     lines = [
@@ -143,11 +188,17 @@ def write(rows: list[dict]) -> None:
         f"Query: `{G2_QUERY}` (`--time-unit ms`), Spark local[*] on 2 cores, trigger",
         "available-now. Sustained events/s = events / the sum of micro-batch durations;",
         "latency = a micro-batch's duration (trigger to rows written). `correct`: the",
-        f"stream's rows number the batch answer's {EXPECTED_MATCHES:,}.",
+        f"stream's rows number the batch answer's {EXPECTED_MATCHES:,}. `after`: keys in hash",
+        "buckets (this tree)"
+        + (f"; `before`: one Python call per key (`{before}`), the versions run in turn,"
+           " each run a process of its own." if before else "."),
         "",
-        "| run | micro-batches | matches | correct | seconds | events/s | latency median s | latency p95 s |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
-    ]
+        f"Load average (1 min) at the start and end of the run: {LOAD[0]:.1f}, "
+        f"{os.getloadavg()[0]:.1f} (on {os.cpu_count()} cores).",
+        "",
+        "| code | run | micro-batches | matches | correct | seconds | events/s | latency median s | latency p95 s |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|",
+    ]  # fmt: skip
     for r in rows:
         lat = (
             f"{r['latency_median_s']:.2f} | {r['latency_p95_s']:.2f}"
@@ -155,9 +206,22 @@ def write(rows: list[dict]) -> None:
             else "– | –"
         )
         lines.append(
-            f"| {r['run']} | {r.get('micro_batches', '–')} | {r['matches']:,} | {r['correct']} | "
-            f"{r['seconds']:.1f} | {r['events_per_s']:,.0f} | {lat} |"
+            f"| {r['version']} | {r['run']} | {r.get('micro_batches', '–')} | {r['matches']:,} | "
+            f"{r['correct']} | {r['seconds']:.1f} | {r['events_per_s']:,.0f} | {lat} |"
         )
+    if before:
+        lines += ["", "| run | events/s after / before | latency median after / before |",
+                  "|---|---:|---:|"]  # fmt: skip
+        for r in rows:
+            if r["version"] != "after":
+                continue
+            b = next(x for x in rows if x["version"] == "before" and x["run"] == r["run"])
+            lat = (
+                f"{r['latency_median_s'] / b['latency_median_s']:.2f}"
+                if "latency_median_s" in r
+                else "–"
+            )
+            lines.append(f"| {r['run']} | {r['events_per_s'] / b['events_per_s']:.2f} | {lat} |")
     (RESULTS / "streaming.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(json.dumps(rows, indent=1))

@@ -212,6 +212,22 @@ class Program(ABC):
     @abstractmethod
     def is_empty(self, state: Any) -> bool: ...
 
+    @property
+    def keys_together(self) -> bool:
+        """Whether one state may hold several partitions (keys) of a stream fed as a
+        stream runner feeds them: each `process` call gets whole instants of several
+        keys, each key in time order, and no event earlier than the latest time of any
+        earlier call (time moves at watermarks); `advance` closes every key at once.
+        Streams then run a bucket of keys in one call (False: one state per key)."""
+        return False
+
+    def idle_until(self, state: Any) -> int | None:
+        """A time (ticks) before which `advance(state, to)` may be left out: it would give
+        no rows, and later calls give the same rows without it; from then on, advancing
+        may give rows or empty the state. None: advance at every watermark (the default,
+        always right). Streams use it to leave alone the keys that got nothing new."""
+        return None
+
     def run(self, events: pd.DataFrame, *, owned: np.ndarray | None = None) -> pd.DataFrame:
         """One shot over events in processing order: process, then flush."""
         state = self.new_state()

@@ -163,3 +163,48 @@ _READERS = {
 
 def _hashable(v):
     return tuple(v) if isinstance(v, list) else v
+
+
+# ---- a bucket of keys: one stored value, each key's state encoded apart --------------------
+
+BUCKET_MAGIC = b"sparkcep-bucket-1\n"
+
+
+def encode_bucket(entries: dict[str, tuple[int, bytes]]) -> bytes:
+    """Several keys' states as one value: key -> (wake, encoded state). Each key's bytes
+    are kept as they are, so a key that did not change is not encoded again.
+
+    >>> data = encode_bucket({"[1]": (5, encode_state(1)), "[2]": (-3, encode_state("x"))})
+    >>> {k: (wake, decode_state(blob)) for k, (wake, blob) in decode_bucket(data).items()}
+    {'[1]': (5, 1), '[2]': (-3, 'x')}
+    """
+    keys = list(entries)
+    header = {
+        "keys": keys,
+        "wakes": [str(entries[k][0]) for k in keys],
+        "sizes": [len(entries[k][1]) for k in keys],
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join(
+        [BUCKET_MAGIC, len(head).to_bytes(8, "little"), head, *(entries[k][1] for k in keys)]
+    )
+
+
+def decode_bucket(data: bytes) -> dict[str, tuple[int, bytes]]:
+    """The keys of a bucket, each with its wake time and its state still encoded."""
+    if not data.startswith(BUCKET_MAGIC):
+        raise StateError("this is not a sparkcep state (written by another version?)")
+    try:
+        pos = len(BUCKET_MAGIC)
+        size = int.from_bytes(data[pos : pos + 8], "little")
+        header = json.loads(data[pos + 8 : pos + 8 + size])
+        pos += 8 + size
+        out: dict[str, tuple[int, bytes]] = {}
+        for key, wake, n in zip(header["keys"], header["wakes"], header["sizes"], strict=True):
+            out[key] = (int(wake), data[pos : pos + n])
+            pos += n
+        if pos != len(data):
+            raise ValueError("the sizes do not add up")
+        return out
+    except Exception as error:  # damaged bytes: say so in one line
+        raise StateError(f"the stored state is damaged ({type(error).__name__}: {error})") from None

@@ -1,20 +1,22 @@
 """Streaming: the same queries on live streams with Spark Structured Streaming.
 
-    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(partition)
+    source ─check rows─▶ mask + filter (JVM) ─▶ watermark ─▶ groupBy(bucket of keys)
           .applyInPandasWithState(StreamStep)  ─▶ typed rows: match | late | rejected
           ─▶ foreachBatch: one file per micro-batch and kind, written atomically
 
-One program (every engine the same way) runs per partition of the stream; its state
-and the events not yet released live in Spark's state store, stored as data
-(`engines.state`), never as pickles. Each micro-batch:
+One program (every engine the same way) runs per partition (key) of the stream; keys are
+hashed into BUCKETS buckets, one Python call each per micro-batch. Each key's program
+state and the events not yet released live in its bucket's value in Spark's state store,
+stored as data (`engines.state`), never as pickles. Each micro-batch:
 
 - an event older than the watermark the previous batch set is *late*: it goes to the
   late output with the reason (and is counted), never silently away;
 - the other events wait in the state until the watermark passes them, then go to the
   program in time order (so the answers are those of a batch run over the same events);
-- every key with state is woken when the watermark moves (an event-time timeout on a
-  stand-in event time, see `prepare_stream`): its waiting events the watermark has
-  passed are released, `advance` reports what time closed (trailing negations), and a
+- every bucket with state is woken when the watermark moves (an event-time timeout on a
+  stand-in event time, see `prepare_stream`); in it, the keys that got events or whose
+  time came (a waiting event the watermark passed, `Program.idle_until`) release what
+  the watermark passed, `advance` reports what time closed (trailing negations), and a
   key with nothing left in its window has its state removed.
 
 Output files are named by batch id and replaced atomically, so a micro-batch that Spark
@@ -37,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import Program, compile_jobs
-from sparkcep.engines.state import decode_state, encode_state
+from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
 from sparkcep.inputs import CORRUPT, OUT_OF_RANGE, REASON
@@ -55,6 +57,12 @@ KIND = "kind"  # match | late | rejected | pending
 PENDING = "__pending"  # kind pending: events of the key held until the watermark passes
 EVENT = "__e_"  # prefix of the input columns of late and rejected rows
 STATE = T.StructType([T.StructField("blob", T.BinaryType())])
+BUCKET = "__bucket"  # the group a key's events go to: a hash of the key
+REJECTED_BUCKET = -1  # the group of rejected rows
+# Keys are hashed into this many buckets, each one Python call per micro-batch. Fixed (not
+# Spark's shuffle partitions) so that a checkpoint restarts into the same buckets.
+BUCKETS = 16
+ALL_KEYS = "*"  # the entry of a bucket whose keys share one program state
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
@@ -155,7 +163,7 @@ def stream(
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to
     # release what it has passed.
-    rows = sdf.groupBy(KEY).applyInPandasWithState(
+    rows = sdf.groupBy(BUCKET).applyInPandasWithState(
         step, rows_schema, STATE, "append", "EventTimeTimeout"
     )
     return Stream(rows, step.program, step.input_columns)
@@ -331,7 +339,10 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
         key = F.to_json(F.array(*[F.col(f"`{c}`").cast("string") for c in group_cols]))
     else:
         key = F.lit("[]")
-    sdf = sdf.withColumn(KEY, F.when(F.col(REASON).isNull(), key).otherwise(F.lit("rejected")))
+    valid = F.col(REASON).isNull()
+    sdf = sdf.withColumn(KEY, F.when(valid, key).otherwise(F.lit("rejected")))
+    bucket = F.pmod(F.xxhash64(F.col(KEY)), F.lit(BUCKETS))
+    sdf = sdf.withColumn(BUCKET, F.when(valid, bucket).otherwise(F.lit(REJECTED_BUCKET)))
     # The stateful operator would drop late events itself (by the event-time column of
     # its input) before the step could report them. It needs an event-time column for
     # its event-time timeout, so it gets one no event is ever late by; the watermark is
@@ -343,8 +354,13 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
 
 
 class StreamStep:
-    """The function applyInPandasWithState runs per key and micro-batch (in the package,
-    so that workers can import it), over the program compiled once on the driver."""
+    """The function applyInPandasWithState runs per bucket of keys and micro-batch (in the
+    package, so that workers can import it), over the program compiled once on the driver.
+
+    A bucket's state holds each of its keys' state apart (the events the watermark has not
+    passed yet and the program's state, `encode_bucket`), with the time the key must be
+    looked at again: only the keys that got events, or whose time came, are decoded, run
+    and encoded again; the others' bytes are kept as they are."""
 
     def __init__(self, program: Program, nanos_per_tick: int, input_columns, raw, names):
         self.timestamps = program.plans[0].time_kind == "timestamp"
@@ -355,62 +371,145 @@ class StreamStep:
         self.names = list(names)
 
     def __call__(self, key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        program = self.program
         frames = [b for b in batches if len(b)]
-        if key[0] == "rejected":
+        if key[0] == REJECTED_BUCKET:
             for frame in frames:
                 yield self._events("rejected", frame)
             return
-        if state.exists:
-            pending, program_state = decode_state(state.get[0])
-        else:
-            pending, program_state = None, program.new_state()
-        # The watermark the previous micro-batch set, in ticks.
-        watermark = state.getCurrentWatermarkMs() * 1_000_000 // self.nanos_per_tick
-        has_watermark = state.getCurrentWatermarkMs() > 0
+        entries = decode_bucket(state.get[0]) if state.exists else {}
+        # The watermark the previous micro-batch set, in ticks (None: none yet).
+        ms = state.getCurrentWatermarkMs()
+        watermark = ms * 1_000_000 // self.nanos_per_tick if ms > 0 else None
         out: list[pd.DataFrame] = []
+        new = None
         if frames:
-            new = pd.concat(frames, ignore_index=True).drop(columns=[KEY, WATERMARK, REASON])
-            ticks = new[TICKS].to_numpy()
-            late = (ticks < watermark) if has_watermark else np.zeros(len(new), dtype=bool)
-            if late.any():
-                bad = new[late].copy()
-                when = self._time_text
-                bad[REASON] = [
-                    f"event time {when(t)} is before the watermark {when(watermark)} "
-                    "(its allowed lateness has passed)"
-                    for t in ticks[late]
-                ]
-                out.append(self._events("late", bad))
-            new = new[~late]
-            pending = new if pending is None else pd.concat([pending, new], ignore_index=True)
-        # Release, in time order, what the watermark has passed.
-        if pending is not None and len(pending):
-            pending = program.in_order(pending)
-            ready = (
-                pending[TICKS].to_numpy() < watermark
-                if has_watermark
-                else np.zeros(len(pending), bool)
-            )
-            if ready.any():
-                released = pending[ready].drop(columns=list(self.raw.values()))
-                pending = pending[~ready].reset_index(drop=True)
-                out.append(self._matches(program.process(program_state, released)))
-        if has_watermark:
-            out.append(self._matches(program.advance(program_state, watermark)))
-        waiting = 0 if pending is None else len(pending)
-        out.append(
-            self._shaped(pd.DataFrame({KIND: ["pending"], KEY: [key[0]], PENDING: [waiting]}))
-        )
-        if not waiting and program.is_empty(program_state):
+            new = pd.concat(frames, ignore_index=True).drop(columns=[BUCKET, WATERMARK, REASON])
+            new = self._without_late(new, watermark, out)
+        out += self._run_keys(entries, new, watermark)
+        if not entries:
             state.remove()
         else:
-            state.update((encode_state((pending, program_state)),))
+            state.update((encode_bucket(entries),))
             # Be called again as soon as the watermark moves.
-            state.setTimeoutTimestamp(state.getCurrentWatermarkMs() + 1)
+            state.setTimeoutTimestamp(ms + 1)
         for frame in out:
             if len(frame):
                 yield frame
+
+    def _without_late(self, new: pd.DataFrame, watermark, out: list) -> pd.DataFrame:
+        """The new events the watermark has not passed; the others go to `out`, late."""
+        if watermark is None:
+            return new
+        ticks = new[TICKS].to_numpy()
+        late = ticks < watermark
+        if not late.any():
+            return new
+        bad = new[late].copy()
+        when = self._time_text
+        bad[REASON] = [
+            f"event time {when(t)} is before the watermark {when(watermark)} "
+            "(its allowed lateness has passed)"
+            for t in ticks[late]
+        ]
+        out.append(self._events("late", bad))
+        return new[~late].reset_index(drop=True)
+
+    def _run_keys(self, entries: dict, new: pd.DataFrame | None, watermark) -> list:
+        """Run the keys that got events or whose time came; update `entries` in place."""
+        if self.program.keys_together:
+            return self._run_together(entries, new, watermark)
+        program = self.program
+        arrived = new.groupby(KEY, sort=False).indices if new is not None and len(new) else {}
+        due = [k for k, (wake, _) in entries.items() if watermark is not None and wake <= watermark]
+        touched = list(dict.fromkeys([*arrived, *due]))
+        if not touched:
+            return []
+        states, waiting = {}, [new]
+        for k in touched:
+            pending, states[k] = (
+                decode_state(entries[k][1]) if k in entries else (None, program.new_state())
+            )
+            waiting.append(pending)
+        held, ready = self._held(waiting, watermark)
+        released, kept = _by_key(held, ready), _by_key(held, ~ready)
+        rows, counts = [], []
+        for k in touched:
+            program_state = states[k]
+            if k in released:
+                rows.append(program.process(program_state, released[k].drop(columns=self._drop)))
+            if watermark is not None:
+                rows.append(program.advance(program_state, watermark))
+            pending = kept.get(k)
+            counts.append(0 if pending is None else len(pending))
+            if pending is None and program.is_empty(program_state):
+                entries.pop(k, None)
+            else:
+                wake = self._wake(pending, program_state, watermark)
+                entries[k] = (wake, encode_state((pending, program_state)))
+        return self._out(rows, touched, counts)
+
+    def _run_together(self, entries: dict, new: pd.DataFrame | None, watermark) -> list:
+        """The bucket's keys in one program state (`Program.keys_together`), run as one."""
+        program = self.program
+        entry = entries.get(ALL_KEYS)
+        due = entry is not None and watermark is not None and entry[0] <= watermark
+        if (new is None or not len(new)) and not due:
+            return []
+        pending, program_state = (
+            decode_state(entry[1]) if entry is not None else (None, program.new_state())
+        )
+        held, ready = self._held([pending, new], watermark)
+        rows = []
+        if ready.any():
+            rows.append(program.process(program_state, held[ready].drop(columns=self._drop)))
+        if watermark is not None:
+            rows.append(program.advance(program_state, watermark))
+        kept = held[~ready].reset_index(drop=True) if held is not None and not ready.all() else None
+        if kept is None and program.is_empty(program_state):
+            entries.pop(ALL_KEYS, None)
+        else:
+            wake = self._wake(kept, program_state, watermark)
+            entries[ALL_KEYS] = (wake, encode_state((kept, program_state)))
+        keys = [] if held is None else list(held[KEY].unique())
+        sizes = {} if kept is None else kept[KEY].value_counts().to_dict()
+        return self._out(rows, keys, [int(sizes.get(k, 0)) for k in keys])
+
+    @property
+    def _drop(self) -> list[str]:
+        """Columns the program is not given: the cells as read, the key text."""
+        return [*self.raw.values(), KEY]
+
+    def _held(self, frames: list, watermark) -> tuple[pd.DataFrame | None, np.ndarray]:
+        """The waiting and new events in processing order, and which of them the
+        watermark has passed (to be released)."""
+        frames = [f for f in frames if f is not None and len(f)]
+        if not frames:
+            return None, np.zeros(0, dtype=bool)
+        held = self.program.in_order(pd.concat(frames, ignore_index=True))
+        if watermark is None:
+            return held, np.zeros(len(held), dtype=bool)
+        return held, held[TICKS].to_numpy() < watermark
+
+    def _out(self, rows: list, keys: list, counts: list[int]) -> list:
+        """The match rows, and each key's count of events held, as output frames."""
+        rows = [r for r in rows if len(r)]
+        marks = pd.DataFrame({KIND: "pending", KEY: keys, PENDING: counts})
+        matches = [self._matches(pd.concat(rows, ignore_index=True))] if rows else []
+        return [*matches, self._shaped(marks)]
+
+    def _wake(self, pending: pd.DataFrame | None, program_state, watermark) -> int:
+        """The watermark at which a key must be run again though no event came for it: when
+        it passes a waiting event, or reaches the program's `idle_until` (the next move,
+        when the program does not say)."""
+        wakes = []
+        if pending is not None:
+            wakes.append(int(pending[TICKS].min()) + 1)
+        if not self.program.is_empty(program_state):
+            idle = self.program.idle_until(program_state)
+            if idle is None:
+                idle = watermark + 1 if watermark is not None else -(2**62)
+            wakes.append(int(idle))
+        return min(wakes)
 
     def _time_text(self, ticks: int) -> str:
         """A time as the user reads it: ISO 8601 for timestamps, else the number."""
@@ -438,6 +537,17 @@ class StreamStep:
             if name not in frame.columns:
                 shaped[name] = pd.Series([None] * len(frame), index=shaped.index, dtype=object)
         return shaped
+
+
+def _by_key(frame: pd.DataFrame | None, rows: np.ndarray) -> dict[str, pd.DataFrame]:
+    """The chosen rows of `frame` per key, each in the frame's order."""
+    if frame is None or not rows.any():
+        return {}
+    chosen = frame[rows]
+    return {
+        k: chosen.take(idx).reset_index(drop=True)
+        for k, idx in chosen.groupby(KEY, sort=False).indices.items()
+    }
 
 
 # ---- exactly-once file output ------------------------------------------------------------

@@ -175,6 +175,25 @@ class NfaProgram(Program):
         no_skips = (state.held is None or not len(state.held)) and not any(state.points.values())
         return (state.buffer is None or not len(state.buffer)) and no_skips
 
+    @property
+    def keys_together(self) -> bool:
+        """The matcher runs each key (segment) of a frame apart, and the buffer keeps
+        what the latest time of all keys leaves in the window: what a later event of any
+        key, which comes after that time, can still match. AFTER MATCH SKIP's held rows
+        are per key and stay per key."""
+        return not self._skips
+
+    def idle_until(self, state: NfaState) -> int | None:
+        """Without trailing negation, timeouts or skips, advancing only forgets events:
+        nothing happens until the newest buffered event leaves the window."""
+        windows = [p.window for p in self.plans]
+        if self._trailing or self._timeouts or self._skips or any(w is None for w in windows):
+            return None
+        if state.buffer is None or not len(state.buffer):
+            return None
+        ticks = frame_ticks(state.buffer, self.options.time_col)
+        return int(ticks.max()) + int(max(windows))  # type: ignore[type-var]
+
     # ---- AFTER MATCH SKIP
     def _skipped(self, state: NfaState, rows: pd.DataFrame, horizon, final=False):
         """Rows of plans with AFTER MATCH SKIP wait until they can be decided (skip.py)."""
@@ -189,7 +208,7 @@ class NfaProgram(Program):
             candidates = held[held[PLAN] == i] if PLAN in held.columns else held.iloc[:0]
             points = state.points.get(i, {})
             chosen, rest, points = skip.select(candidates, points, horizon, final)
-            state.points[i] = prune_points(points, horizon) if not final else {}
+            state.points[i] = prune_points(points, horizon, skip.window) if not final else {}
             kept.append(chosen.drop(columns=list(HIDDEN), errors="ignore"))
             waiting.append(rest)
         rest = [w for w in waiting if len(w)]

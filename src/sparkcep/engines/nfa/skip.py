@@ -117,8 +117,10 @@ def _sortable(value):
     return _order(value)
 
 
-def prune_points(points: dict, horizon: int | None) -> dict:
-    """Skip points no future event can come before or at (they no longer matter)."""
-    if horizon is None:
+def prune_points(points: dict, horizon: int | None, window: int | None) -> dict:
+    """Skip points no future candidate can start before or at (they no longer matter): a
+    candidate found later ends at `horizon` or after, so it starts after horizon - window,
+    possibly at an earlier event still in the window, which a point keeps skipped."""
+    if horizon is None or window is None:
         return points
-    return {k: v for k, v in points.items() if v[0] >= horizon}
+    return {k: v for k, v in points.items() if v[0] > horizon - window - 1}
