@@ -279,7 +279,7 @@ def _target(name, target, ours, floor, kind) -> dict:
     figure = _figure(ours, floor, kind, 0)
     peer = "" if floor[0] is None else f"{floor[0]:.2f} s wall"
     note = f"CPU: {_figure(ours, floor, kind, 1)}" if kind != "seconds" else f"CPU s: {ours[1]:.2f}"
-    return target_row(name, target.replace("< JSON", "< 0"), float(figure) if figure else None,
+    return target_row(name, target, float(figure) if figure else None,
                       peer, note)  # fmt: skip
 
 
