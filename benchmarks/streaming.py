@@ -35,6 +35,7 @@ import pandas as pd
 
 from benchmarks.generators import g2
 from benchmarks.run import G2_QUERY
+from benchmarks.targets import target_row, write_targets
 
 RESULTS = Path(__file__).parent / "results"
 EXPECTED_MATCHES = 8_438
@@ -179,6 +180,30 @@ def main() -> None:
     write(rows, args.before)
 
 
+def targets(rows: list[dict]) -> list[dict]:
+    """Issue 16 §4's rows for benchmarks.targets: one 50k-event file per micro-batch."""
+    run = "in-process, 1 file(s) per micro-batch"
+    after = next((r for r in rows if r["version"] == "after" and r["run"] == run), None)
+    if after is None:
+        return []
+    before = next((r for r in rows if r["version"] == "before" and r["run"] == run), None)
+
+    def peer(key: str, unit: str) -> str:
+        return (
+            f"per-key code, same run: {before[key]:,.{0 if unit == 'ev/s' else 2}f} {unit}"
+            if before
+            else ""
+        )
+
+    return [
+        target_row("4 · streaming G2, 1 file (50k events) per micro-batch, events/s", "≥ 100000",
+                   after["events_per_s"], peer("events_per_s", "ev/s"),
+                   f"output equal to batch: {after['correct']}"),
+        target_row("4 · the same, median micro-batch latency, s", "≤ 1",
+                   after["latency_median_s"], peer("latency_median_s", "s")),
+    ]  # fmt: skip
+
+
 def write(rows: list[dict], before: str | None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(RESULTS / "streaming.csv", index=False)
@@ -223,6 +248,7 @@ def write(rows: list[dict], before: str | None) -> None:
             )
             lines.append(f"| {r['run']} | {r['events_per_s'] / b['events_per_s']:.2f} | {lat} |")
     (RESULTS / "streaming.md").write_text("\n".join(lines) + "\n")
+    write_targets("streaming", targets(rows))
     print("\n".join(lines))
     print(json.dumps(rows, indent=1))
 

@@ -33,6 +33,12 @@ def met(target: str, measured: float | None) -> str:
     return "met" if ok else "missed"
 
 
+def _figure(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def write_targets(name: str, rows: list[dict]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.targets.json").write_text(json.dumps(rows, indent=1) + "\n")
@@ -51,7 +57,7 @@ def main() -> None:
     for path in sorted(RESULTS.glob("*.targets.json")):
         source = path.name.removesuffix(".targets.json")
         for row in json.loads(path.read_text()):
-            value = "" if row["measured"] is None else f"{row['measured']:.3g}"
+            value = _figure(row["measured"])
             lines.append(
                 f"| {row['goal']} | {row['target']} | {value} | {met(row['target'], row['measured'])}"
                 f" | {row['peer']} | [{source}]({source}.md) | {row.get('note', '')} |"
