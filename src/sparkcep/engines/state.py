@@ -50,14 +50,21 @@ def encode_state(value) -> bytes:
     return b"".join(parts)
 
 
-def decode_state(data: bytes):
-    if not data.startswith(MAGIC):
+def _header(data: bytes, magic: bytes):
+    """The JSON header after `magic`, and where the bytes after it start."""
+    if not data.startswith(magic):
         raise StateError("this is not a sparkcep state (written by another version?)")
     try:
-        pos = len(MAGIC)
+        pos = len(magic)
         size = int.from_bytes(data[pos : pos + 8], "little")
-        tree = json.loads(data[pos + 8 : pos + 8 + size])
-        pos += 8 + size
+        return json.loads(data[pos + 8 : pos + 8 + size]), pos + 8 + size
+    except Exception as error:  # damaged bytes: say so in one line
+        raise StateError(f"the stored state is damaged ({type(error).__name__}: {error})") from None
+
+
+def decode_state(data: bytes):
+    tree, pos = _header(data, MAGIC)
+    try:
         blobs = []
         while pos < len(data):
             n = int.from_bytes(data[pos : pos + 8], "little")
@@ -192,13 +199,8 @@ def encode_bucket(entries: dict[str, tuple[int, bytes]]) -> bytes:
 
 def decode_bucket(data: bytes) -> dict[str, tuple[int, bytes]]:
     """The keys of a bucket, each with its wake time and its state still encoded."""
-    if not data.startswith(BUCKET_MAGIC):
-        raise StateError("this is not a sparkcep state (written by another version?)")
+    header, pos = _header(data, BUCKET_MAGIC)
     try:
-        pos = len(BUCKET_MAGIC)
-        size = int.from_bytes(data[pos : pos + 8], "little")
-        header = json.loads(data[pos + 8 : pos + 8 + size])
-        pos += 8 + size
         out: dict[str, tuple[int, bytes]] = {}
         for key, wake, n in zip(header["keys"], header["wakes"], header["sizes"], strict=True):
             out[key] = (int(wake), data[pos : pos + n])
