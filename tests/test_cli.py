@@ -274,3 +274,17 @@ def test_headerless_csv_with_column_names(tmp_path, shared_data):
         expected += list(zip(b.row.to_numpy()[bi[up]].tolist(), s.row.to_numpy()[si[up]].tolist()))
     assert sorted((r["a"], r["b"]) for r in rows) == sorted(expected)
     assert len(rows) > 0
+
+
+def test_local_summary_names_the_key_even_without_matches(tmp_path):
+    events = tmp_path / "e.csv"
+    events.write_text("ts,type,k\n1,A,1\n2,B,2\n3,A,3\n4,B,3\n")
+    for query, expected in [
+        ("PATTERN SEQ(A a, B b) WHERE [k] WITHIN 9", "keyed by k (1 key has rows)"),
+        ("PATTERN SEQ(B b, A a) WHERE [k] WITHIN 9", "keyed by k"),  # no match
+        ("PATTERN SEQ(A a, B b) WITHIN 9", "1 (no key)"),
+    ]:
+        done = sparkcep("run", query, "-i", events, "-o", tmp_path / "m.jsonl", "--local")
+        assert done.returncode == 0, done.stderr
+        line = next(x for x in done.stdout.splitlines() if x.startswith("partitions"))
+        assert line.split(None, 1)[1].strip() == expected

@@ -289,12 +289,11 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
         status.update("writing " + output)
         write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
-    keys = _keys_local(result)
     return Summary(
         mode="local (pandas, no Spark)",
         events=result.events_read,
         rejected=len(result.rejected),
-        partitions=f"{keys:,} keys" if keys else "1 (no key)",
+        partitions=_partitions_local(result),
         rows=len(result.matches),
         label=result.label,
         engine_seconds=engine_seconds,
@@ -303,12 +302,17 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
     )
 
 
-def _keys_local(result) -> int:
-    """Distinct partitions of the stream among the output rows (0: no key)."""
+def _partitions_local(result) -> str:
+    """How the stream was partitioned, in words: the key, and how many keys have rows
+    when the rows show the key."""
     key = list(result.plan.key)
-    if not key or not len(result.matches) or not set(key) <= set(result.matches.columns):
-        return 0
-    return int(result.matches[key].drop_duplicates().shape[0])
+    if not key:
+        return "1 (no key)"
+    text = f"keyed by {', '.join(key)}"
+    if len(result.matches) and set(key) <= set(result.matches.columns):
+        keys = int(result.matches[key].drop_duplicates().shape[0])
+        text += f" ({keys:,} {'key has' if keys == 1 else 'keys have'} rows)"
+    return text
 
 
 def _write_rejected_pandas(frame, path):
