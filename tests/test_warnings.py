@@ -70,3 +70,34 @@ def test_the_cli_summary_and_explain_say_it(tmp_path):
     assert TIES in done.stderr and "closest type in the input is 'TaskStart'" in done.stderr
     explained = sparkcep("explain", query, "--input", events)
     assert TIES in explained.stdout and "'Taskstart'" in explained.stdout
+
+
+MOSTLY = "is read as text: 6 of its 7 values are numbers"
+
+
+def test_a_column_of_mostly_numbers_read_as_text_is_said_local_and_spark(tmp_path, spark):
+    # 6 of 7 values are numbers (under 90%): v stays text, and b.v > a.v compares text
+    # ('x' > '2.5' holds, as '10' < '9' would): the run says so when a query reads v.
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark_files import read_spark
+
+    path = tmp_path / "e.csv"
+    path.write_text(
+        "ts,type,k,v\n1,A,1,2.5\n2,B,1,x\n3,A,1,3\n4,B,1,4\n5,A,1,1\n6,B,1,5\n7,A,1,2\n"
+    )
+    reads_v = "PATTERN SEQ(A a, B b) WHERE [k] AND b.v > a.v WITHIN 3"
+    done = sparkcep("run", reads_v, "-i", path, "-o", tmp_path / "m.jsonl", "--local")
+    assert done.returncode == 0, done.stderr
+    assert f"column 'v' {MOSTLY}" in done.stderr.replace("\n", " ")
+    source = read_spark(spark, str(path))
+    result = execute(source.df, reads_v, Options(), **source.options())
+    assert [w for w in result.warnings() if MOSTLY in w] == [
+        "column 'v' is read as text: 6 of its 7 values are numbers, under the 90% that makes "
+        "it a column of numbers (docs/input.md); comparing it compares text ('10' < '9')"
+    ]
+    # A query that does not read v is not told of it.
+    done = sparkcep("run", "PATTERN SEQ(A a, B b) WITHIN 3", "-i", path, "-o",
+                    tmp_path / "n.jsonl", "--local")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert MOSTLY not in (done.stdout + done.stderr).replace("\n", " ")

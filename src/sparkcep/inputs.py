@@ -21,6 +21,18 @@ NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
 # numbers: those cells are not numbers, and a query that reads the column rejects their
 # rows with the reason (docs/language.md, "Input").
 NUMERIC_SHARE = 0.9
+MOSTLY_NUMBERS = 0.5  # a text column at least this much numbers is worth a warning
+
+
+def text_warning(col: str, numbers: int, present: int) -> str:
+    """A column read by a query that is read as text although most of it is numbers."""
+    return (
+        f"column '{col}' is read as text: {numbers:,} of its {present:,} values are numbers, "
+        f"under the {NUMERIC_SHARE:.0%} that makes it a column of numbers (docs/input.md); "
+        "comparing it compares text ('10' < '9')"
+    )
+
+
 OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
 
 
@@ -152,18 +164,23 @@ def as_frame(events) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
-def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, pd.Series]]:
-    """Text columns that hold numbers but for a few cells, as numbers; and, per such
-    column, the reason of each row whose cell is not a number (None elsewhere)."""
+def numeric_columns(
+    frame: pd.DataFrame, skip
+) -> tuple[pd.DataFrame, dict[str, pd.Series], dict[str, tuple[int, int]]]:
+    """Text columns that hold numbers but for a few cells, as numbers; per such column,
+    the reason of each row whose cell is not a number (None elsewhere); and the columns
+    left text although most of their values are numbers: (numbers, present values)."""
     bad_cells: dict[str, pd.Series] = {}
+    mostly: dict[str, tuple[int, int]] = {}
     changed = {}
     for col in frame.columns:
         if col in skip or frame[col].dtype != object:
             continue
-        decided = _numeric_column(frame[col])
-        if decided is None:
+        numbers, failing, good, present = _numeric_column(frame[col])
+        if numbers is None:
+            if present and good >= MOSTLY_NUMBERS * present:
+                mostly[col] = (good, present)
             continue
-        numbers, failing = decided
         changed[col] = numbers
         if failing.any():
             reasons = pd.Series(None, index=frame.index, dtype=object)
@@ -171,12 +188,13 @@ def numeric_columns(frame: pd.DataFrame, skip) -> tuple[pd.DataFrame, dict[str, 
             bad_cells[col] = reasons
     if changed:
         frame = frame.assign(**changed)
-    return frame, bad_cells
+    return frame, bad_cells, mostly
 
 
-def _numeric_column(values: pd.Series) -> tuple[pd.Series, np.ndarray] | None:
-    """(the column as numbers, where a present cell is not one), or None when under
-    NUMERIC_SHARE of its present cells are numbers. Text is judged once per distinct
+def _numeric_column(values: pd.Series):
+    """(the column as numbers, where a present cell is not one, how many present cells
+    are numbers, how many are present); the column is None when under NUMERIC_SHARE of
+    its present cells are numbers. Text is judged once per distinct
     value (a type column of a million rows holds a handful), which gives the same answer
     as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
     if pd.api.types.infer_dtype(values, skipna=True) == "string":
@@ -187,7 +205,7 @@ def _numeric_column(values: pd.Series) -> tuple[pd.Series, np.ndarray] | None:
         number = parsed.notna().to_numpy()
         present_cells, good = int(count.sum()), int(count[number].sum())
         if not present_cells or good < NUMERIC_SHARE * present_cells:
-            return None
+            return None, None, good, present_cells
         ints = distinct[number].map(_integer_text)
         known = codes >= 0
         failing = known & ~np.where(known, number[codes], False)
@@ -196,16 +214,17 @@ def _numeric_column(values: pd.Series) -> tuple[pd.Series, np.ndarray] | None:
             as_int[np.flatnonzero(number)] = ints.to_numpy()
             out = pd.array([None] * len(values), dtype="Int64")
             out[np.flatnonzero(known)] = as_int[codes[known]]
-            return pd.Series(out, index=values.index), failing
+            return pd.Series(out, index=values.index), failing, good, present_cells
         taken = pd.Series(parsed.to_numpy()[np.where(known, codes, 0)], index=values.index)
-        return (taken if known.all() else taken.where(known)), failing
+        return (taken if known.all() else taken.where(known)), failing, good, present_cells
     present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
     n = int(present.sum())
     if not n:
-        return None
+        return None, None, 0, 0
     numbers = pd.to_numeric(values.where(present), errors="coerce")
-    if int(numbers.notna().sum()) < NUMERIC_SHARE * n:
-        return None
+    good = int(numbers.notna().sum())
+    if good < NUMERIC_SHARE * n:
+        return None, None, good, n
     # Integers when every number is written as one (as Spark reads text: "2.0" is a
     # double), and exactly: pd.to_numeric gives floats once a cell fails.
     ints = values[numbers.notna()].map(_integer_text)
@@ -213,7 +232,7 @@ def _numeric_column(values: pd.Series) -> tuple[pd.Series, np.ndarray] | None:
         numbers = pd.array([None] * len(values), dtype="Int64")
         numbers[np.flatnonzero(present & values.map(_integer_text).notna())] = ints.to_numpy()
         numbers = pd.Series(numbers, index=values.index)
-    return numbers, (present & numbers.isna()).to_numpy()
+    return numbers, (present & numbers.isna()).to_numpy(), good, n
 
 
 def _integer_text(v):

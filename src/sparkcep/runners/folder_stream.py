@@ -235,7 +235,7 @@ def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str
         )
     check_names(columns, str(Path(files[0]).parent))
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:SAMPLE_ROWS]], dtype=object)
-    typed, _ = numeric_columns(frame, skip=set())
+    typed, _, _ = numeric_columns(frame, skip=set())
     return {c: _pandas_kind(typed[c]) for c in columns}
 
 

@@ -29,6 +29,7 @@ from sparkcep.inputs import (
     numeric_columns,
     schema_of,
     split_valid,
+    text_warning,
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 
@@ -64,7 +65,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
         frame, time_col=options.time_col, type_col=type_column(frame.columns, queries, options),
         id_col=options.id_col,
     )  # fmt: skip
-    read_as, bad_cells = numeric_columns(valid, skip={options.time_col, ROW})
+    read_as, bad_cells, mostly = numeric_columns(valid, skip={options.time_col, ROW})
     original, valid = valid, read_as
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
@@ -88,6 +89,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
     warnings_ = [w for p in plans for w in p.warnings] + duplicate_ids(valid, options.id_col)
+    warnings_ += [text_warning(c, *mostly[c]) for c in mostly if c in read]
     if tied and not any(p.tiebreak for p in plans):
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
-from sparkcep.inputs import REASON, ROW, duplicate_warning
+from sparkcep.inputs import REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
@@ -60,6 +60,9 @@ class SparkRun:
             out.append(tie_warning(tied))
         if self.checked.types is not None:
             out += unknown_types(self.plans, self.checked.types)
+        read = {c for p in self.programs for c in p.columns()}
+        mostly = self.checked.mostly_text
+        out += [text_warning(c, *mostly[c]) for c in mostly if c in read]
         return out + duplicate_warning(self.checked.duplicate_ids(), self.checked.id_col)
 
     @property

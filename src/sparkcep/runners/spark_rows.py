@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT, REPLACEMENT
-from sparkcep.inputs import NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
+from sparkcep.inputs import MOSTLY_NUMBERS, NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
 from sparkcep.timeunits import TIME_LIMIT
@@ -69,6 +69,8 @@ class Checked:
     coerced: dict[str, str] = field(default_factory=dict)
     types: set | None = None  # the event types that occur (None: no type column)
     id_given: bool = False  # ids come from a column (--id), not row numbers
+    # Text columns most of whose values are numbers: (numbers, present values).
+    mostly_text: dict[str, tuple[int, int]] = field(default_factory=dict)
     # Rows the queries' own checks reject (bad cells, a program's row checks), counted
     # only when asked: writing the rejected file counts them without a job of its own.
     later: tuple[DataFrame, ...] = ()
@@ -176,7 +178,7 @@ def check_rows(
     rejected = staged.filter(F.col(REASON).isNotNull()).drop(*fact_names)
     if infer_types:
         rejected = _valid_text(rejected)
-    typed, coerced = _typed_columns(staged.filter(F.col(REASON).isNull()), inferred, stats)
+    typed, coerced, mostly = _typed_columns(staged.filter(F.col(REASON).isNull()), inferred, stats)
     ticks = F.col(f"__tick_{time_kind}")
     valid = (
         typed.drop(REASON, *([CORRUPT] if CORRUPT in columns else []))
@@ -198,6 +200,7 @@ def check_rows(
         coerced,
         {t for r in stats for t in r["types"]} if type_col is not None else None,
         id_given,
+        mostly_text=mostly,
     )
 
 
@@ -333,10 +336,13 @@ def _text_columns(df: DataFrame, skip) -> list[str]:
     ]
 
 
-def _typed_columns(staged: DataFrame, inferred: list[str], stats) -> tuple[DataFrame, dict]:
+def _typed_columns(
+    staged: DataFrame, inferred: list[str], stats
+) -> tuple[DataFrame, dict, dict[str, tuple[int, int]]]:
     """Each text column as the narrowest type most of its values have; the cell as read is
-    kept beside a column read as numbers where some cells are not."""
-    coerced = {}
+    kept beside a column read as numbers where some cells are not. Also the columns left
+    text although most of their values are numbers: (numbers, present values)."""
+    coerced, mostly = {}, {}
     for i, name in enumerate(inferred):
         counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
         for kind in ("long", "double", "boolean", "timestamp"):
@@ -349,7 +355,10 @@ def _typed_columns(staged: DataFrame, inferred: list[str], stats) -> tuple[DataF
                     staged = staged.withColumn(coerced[name], F.col(f"`{name}`"))
                 staged = staged.withColumn(name, _cast_column(name, i, kind))
                 break
-    return staged, coerced
+        else:
+            if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
+                mostly[name] = (counts["double"], counts["any"])
+    return staged, coerced, mostly
 
 
 def _row_numbers(staged: DataFrame, stats, split_names: list[str]) -> DataFrame:
