@@ -27,13 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.generators import g1, g2
+from benchmarks.generators import G2_QUERY, g1, g2
 
 ROOT = Path(__file__).parent.parent
 RESULTS = Path(__file__).parent / "results"
 BEFORE = "bb4258d"  # the last commit before the engine interface (issue 9)
 STOCKS = Path(os.environ.get("SPARKCEP_DATA", ROOT.parent / "shared" / "data")) / "stocks"
-G2_QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5 s"
 
 
 def extract(commit: str, into: Path) -> Path:

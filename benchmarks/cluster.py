@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.generators import g2
-from benchmarks.spark_floor import G2_QUERY, _env, _tree_cpu
+from benchmarks.generators import G2_QUERY, g2
+from benchmarks.spark_floor import _env, _tree_cpu
 from benchmarks.targets import target_row, write_targets
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.generators import g1, g2
+from benchmarks.generators import G2_QUERY, g1, g2_files
 from sparkcep.checks import compile_one
 from sparkcep.inputs import ROW
 from sparkcep.runners.local import run_local
 
 RESULTS = Path(__file__).parent / "results"
-G2_QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5 s"
 
 # Reference figures measured on this machine for the same streams (from the issue).
 REFERENCES = {
@@ -113,12 +112,7 @@ def bench_processes(repeat: int, tmp: Path) -> list[dict]:
         }
     )
 
-    frame = g2()
-    g2_csv, g2_parquet = tmp / "g2.csv", tmp / "g2.parquet"
-    frame.to_csv(g2_csv, index=False)
-    frame.to_parquet(g2_parquet, index=False)
-    q2 = tmp / "g2.cep"
-    q2.write_text(G2_QUERY)
+    frame, g2_csv, g2_parquet, q2 = g2_files(tmp)
     seconds, result = median_time(lambda: run_local(frame, G2_QUERY, time_unit="ms"), repeat)
     rows.append(
         {

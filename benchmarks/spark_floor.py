@@ -29,12 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.generators import g1, g2
+from benchmarks.generators import g1, g2_files
 from benchmarks.targets import target_row, write_targets
 from sparkcep.runners.warmup import archive_path, record
 
 RESULTS = Path(__file__).parent / "results"
-G2_QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5 s"
 G1_QUERY = "PATTERN SEQ(A a, B b, C c) WITHIN 101"
 SASE_G1_W101_SECONDS = 0.41  # the Java SASE process, counting its matches (issue 16)
 G2_SCHEMA = "type string, k long, v double, ts long"
@@ -139,12 +138,7 @@ def interleaved(jobs: dict[str, tuple[list[str], dict]], repeat: int) -> dict[st
 
 
 def spark_jobs(tmp: Path, baseline_src: str | None) -> dict[str, tuple[list[str], dict]]:
-    frame = g2()
-    csv, parquet = tmp / "g2.csv", tmp / "g2.parquet"
-    frame.to_csv(csv, index=False)
-    frame.to_parquet(parquet, index=False)
-    query = tmp / "g2.cep"
-    query.write_text(G2_QUERY)
+    _, csv, parquet, query = g2_files(tmp)
     here = str(Path(__file__).parent.parent)
     src = os.environ.get("PYTHONPATH")
     jobs = {}

@@ -50,8 +50,7 @@ class GroupState:
 
 def one_version(folder: str) -> dict:
     """Seconds of step work per batch, for the sparkcep on the path."""
-    from benchmarks.generators import g2
-    from benchmarks.run import G2_QUERY
+    from benchmarks.generators import G2_QUERY, g2
     from sparkcep.inputs import REASON
     from sparkcep.plan import Options
     from sparkcep.prep.table import MASK, TICKS

@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.generators import g2
-from benchmarks.run import G2_QUERY
+from benchmarks.generators import G2_QUERY, g2
 from benchmarks.targets import target_row, write_targets
 
 RESULTS = Path(__file__).parent / "results"
