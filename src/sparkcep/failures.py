@@ -50,17 +50,23 @@ def _shown(path: str) -> str:
 
 
 @contextlib.contextmanager
-def reading(path: str) -> Iterator[None]:
-    """Read one input file: any error of reading it becomes one DataError naming it."""
+def _one_line(message_of, subject: str, passing: tuple = ()) -> Iterator[None]:
+    """Run the block: an error for which `message_of(error, subject)` has a line becomes
+    one DataError with that line; `passing` errors and the others go on as they are."""
     try:
         yield
-    except SparkcepError:
+    except passing:
         raise
     except Exception as exc:
-        message = read_message(exc, path)
+        message = message_of(exc, subject)
         if message is None:
             raise
         raise DataError(message) from None
+
+
+def reading(path: str):
+    """Read one input file: any error of reading it becomes one DataError naming it."""
+    return _one_line(read_message, path, passing=(SparkcepError,))
 
 
 def read_message(exc: BaseException, path: str) -> str | None:
@@ -143,17 +149,11 @@ def _read_file_message(text: str) -> str:
     return f"cannot read '{path}' ({detail}): fix or remove the file"
 
 
-@contextlib.contextmanager
-def streaming(checkpoint: str) -> Iterator[None]:
+def streaming(checkpoint: str):
     """Run a stream on `checkpoint`: an error that comes from its files (damaged or from
-    another query) becomes one DataError naming the checkpoint and what to do."""
-    try:
-        yield
-    except Exception as exc:
-        message = checkpoint_message(exc, checkpoint)
-        if message is None:
-            raise
-        raise DataError(message) from None
+    another query, our own StateError too) becomes one DataError naming the checkpoint
+    and what to do."""
+    return _one_line(checkpoint_message, checkpoint)
 
 
 def checkpoint_message(exc: BaseException, checkpoint: str) -> str | None:
