@@ -215,7 +215,9 @@ def write(t: dict, hand: dict, g2: dict, samples: dict, meta: dict) -> str:
     lines = [
         *_header(meta["load"]),
         f"FlinkCEP: apache-flink {meta['version']} ({meta['python']}), its {peer} mode as the"
-        " peer (the faster of batch and streaming in this run), parallelism = cores.",
+        " peer (the faster of batch and streaming in this run), parallelism = cores. Each"
+        " writes every match: sparkcep JSON lines (one file), FlinkCEP CSV (its filesystem"
+        " sink); FlinkCEP reads the CSV with its schema given, sparkcep infers it.",
         "",
         "| measure | target | wall | CPU | sparkcep (wall, CPU) | FlinkCEP (wall, CPU) |",
         "|---|---|---:|---:|---:|---:|",
