@@ -130,6 +130,30 @@ def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, 
         assert rejected[0]["v"] == "caf\ufffd"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_bad_time_and_a_bad_number_cell_in_one_file(spark, capsys, tmp_path, mode):
+    """Rows rejected by the first check (a time that is none: its cells as text) and by
+    a later one (a cell of a column of numbers that is not one) go to one rejected file;
+    Spark cast 'soon' to a number there and failed the whole run. v has 9 numbers in 10
+    values read: a column of numbers, in both runners (local judged only the 9 rows with
+    a time, 8 of 9, and compared v as text)."""
+    path = tmp_path / "e.csv"
+    path.write_text(
+        "ts,type,v\n1,A,1.5\n3,B,2.5\nsoon,B,3\n6,B,oops\n7,B,0.5\n8,B,1.0\n"
+        "9,C,4\n10,C,5\n11,C,5\n12,C,5\n"
+    )
+    out = tmp_path / "m.jsonl"
+    code, stdout, err = sparkcep(
+        capsys, "run", "PATTERN SEQ(A a, B b) WHERE b.v > a.v WITHIN 10", "--input", path,
+        "--output", out, *(["--local"] if mode == "local" else []),
+    )  # fmt: skip
+    assert code == 0, err
+    reasons = [r["reason"] for r in jsonl(tmp_path / "m.rejected.jsonl")]
+    assert reasons == ["ts is not an integer or a timestamp", "v: 'oops' is not a number"]
+    assert int(summary(stdout)["events read"]) == 10
+    assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1)]  # only 2.5 > 1.5
+
+
 HEADER_CASES = {
     # The same rule in local and Spark (docs/input.md, "Bad input").
     "bom": (b"\xef\xbb\xbfts,type,v\n1,A,1\n2,B,2\n", None),

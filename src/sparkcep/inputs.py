@@ -165,30 +165,41 @@ def as_frame(events) -> pd.DataFrame:
 
 
 def numeric_columns(
-    frame: pd.DataFrame, skip
+    frame: pd.DataFrame, skip, rows: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, dict[str, pd.Series], dict[str, tuple[int, int]]]:
     """Text columns that hold numbers but for a few cells, as numbers; per such column,
     the reason of each row whose cell is not a number (None elsewhere); and the columns
-    left text although most of their values are numbers: (numbers, present values)."""
+    left text although most of their values are numbers: (numbers, present values).
+
+    Each column is judged over all of `frame`'s rows (every value read, as Spark
+    judges it); the rows returned are those of `rows` (default: all), a frame with
+    some of `frame`'s rows (its valid ones)."""
+    rows = frame if rows is None else rows
+    # positions, not labels: a caller's frame may repeat index labels
+    at = np.arange(len(frame)) if rows is frame else rows[ROW].to_numpy()
+
+    def taken(series: pd.Series) -> pd.Series:
+        return pd.Series(series.to_numpy()[at], index=rows.index, dtype=series.dtype)
+
     bad_cells: dict[str, pd.Series] = {}
     mostly: dict[str, tuple[int, int]] = {}
     changed = {}
     for col in frame.columns:
-        if col in skip or frame[col].dtype != object:
+        if col in skip or col not in rows.columns or frame[col].dtype != object:
             continue
         numbers, failing, good, present = _numeric_column(frame[col])
         if numbers is None:
             if present and good >= MOSTLY_NUMBERS * present:
                 mostly[col] = (good, present)
             continue
-        changed[col] = numbers
+        changed[col] = taken(numbers)
         if failing.any():
             reasons = pd.Series(None, index=frame.index, dtype=object)
             reasons[failing] = [f"{col}: '{v}' is not a number" for v in frame[col][failing]]
-            bad_cells[col] = reasons
+            bad_cells[col] = taken(reasons)
     if changed:
-        frame = frame.assign(**changed)
-    return frame, bad_cells, mostly
+        rows = rows.assign(**changed)
+    return rows, bad_cells, mostly
 
 
 def _numeric_column(values: pd.Series):

@@ -22,6 +22,8 @@ from sparkcep.engines.base import (
     tie_warning,
 )
 from sparkcep.inputs import (
+    CORRUPT,
+    READ_REASON,
     REASON,
     ROW,
     as_frame,
@@ -65,7 +67,9 @@ def execute_local(events, queries, options: Options) -> RunResult:
         frame, time_col=options.time_col, type_col=type_column(frame.columns, queries, options),
         id_col=options.id_col,
     )  # fmt: skip
-    read_as, bad_cells, mostly = numeric_columns(valid, skip={options.time_col, ROW})
+    read_as, bad_cells, mostly = numeric_columns(
+        frame, skip={options.time_col, ROW, CORRUPT, READ_REASON}, rows=valid
+    )
     original, valid = valid, read_as
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))

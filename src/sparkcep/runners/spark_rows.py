@@ -95,7 +95,7 @@ class Checked:
         return replace(
             self,
             valid=valid,
-            rejected=self.rejected.unionByName(failing, allowMissingColumns=True),
+            rejected=_union_as_read(self.rejected, failing),
             later=(*self.later, failing),
             later_count=None,
         )
@@ -107,6 +107,27 @@ class Checked:
         counts = self.valid.groupBy(F.col(f"`{self.id_col}`")).count()
         extra = counts.filter(F.col("count") > 1).agg(F.sum(F.col("count") - 1)).first()[0]
         return int(extra or 0)
+
+
+def _union_as_read(rejected: DataFrame, failing: DataFrame) -> DataFrame:
+    """Rejected rows of two checks together. A column that is text in one (cells as
+    read) and typed in the other becomes text in both: Spark would cast the text to
+    the other type, and a cell such as 'soon' in a time column fails the whole run."""
+    mine = {f.name: f.dataType for f in rejected.schema.fields}
+    theirs = {f.name: f.dataType for f in failing.schema.fields}
+    text = {
+        name
+        for name in mine.keys() & theirs.keys()
+        if mine[name] != theirs[name] and T.StringType() in (mine[name], theirs[name])
+    }
+
+    def as_text(df: DataFrame) -> DataFrame:
+        return df.select(
+            *[F.col(f"`{c}`").cast("string").alias(c) if c in text else F.col(f"`{c}`")
+              for c in df.columns]
+        )  # fmt: skip
+
+    return as_text(rejected).unionByName(as_text(failing), allowMissingColumns=True)
 
 
 def check_rows(

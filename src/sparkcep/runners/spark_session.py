@@ -3,6 +3,7 @@ JVM class archive when it was recorded (`warmup`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -78,6 +79,10 @@ def spark_session(
         if getattr(gateway, "proc", None) is not None:  # a JVM this process started
             recording_started(gateway.proc.pid, archive)
     spark.sparkContext.setLogLevel("ERROR")
+    # PySpark logs a failed query's error with its Java trace (JSON, to stderr); sparkcep
+    # reports it in one line itself (sparkcep.failures).
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     return spark
 
 
