@@ -7,12 +7,6 @@ installed (in local mode the driver's environment is the workers'; on a cluster,
 same venv on every worker, docs/cluster.md), that compiled copy is imported instead.
 A different installed version is left behind the zip: the executors' Spark decides.
 Set by `spark_session` as `spark.python.daemon.module`.
-
-Before it forks its first worker, the daemon imports what every worker imports for its
-first task (`preload`): pyspark's worker and sparkcep's Spark runner (the matching
-functions Spark ships live there; with them pandas, pyarrow, numpy and the engines).
-Each forked worker then starts with them imported, instead of importing them itself
-(about 1 CPU second per worker: the demo's matching stage starts two).
 """
 
 import os
@@ -43,19 +37,5 @@ sys.path[:] = prefer_installed(sys.path)
 
 from pyspark import daemon  # noqa: E402
 
-PRELOADED_BY: int | None = None  # the process that ran `preload` (a worker: its parent)
-
-
-def preload() -> None:
-    """Import the modules every worker needs, once, in the daemon (before any fork)."""
-    global PRELOADED_BY
-    import pyspark.worker  # noqa: F401
-
-    import sparkcep.runners.spark  # noqa: F401
-
-    PRELOADED_BY = os.getpid()
-
-
 if __name__ == "__main__":
-    preload()
     daemon.manager()
