@@ -1,7 +1,7 @@
 """Issue 16 §3, the demo's start (benchmarks/results/demo_timeline.md): a tiny input runs
-with interpreted expressions (and gives the same rows and rejected rows), the Python
-workers start from a daemon that imported their modules once, and the command ends
-without Python's module teardown once its output is out."""
+with interpreted expressions and without adaptive execution (and gives the same rows and
+rejected rows), and the command ends without Python's module teardown once its output
+is out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from test_examples import EXAMPLES, example_files, read_jsonl
 
@@ -122,20 +121,6 @@ def test_interpreted_expressions_guard_their_casts(tmp_path, spark):
     assert [(r["__row"], r["ts"], r["reason"]) for r in rejected] == [
         (1, "soon", "ts is not an integer or a timestamp")
     ]
-
-
-@pytest.mark.spark
-def test_the_workers_daemon_imported_their_modules_before_forking_them(spark):
-    def where_imported(batches):
-        import sys as here
-
-        daemon = here.modules["__main__"]
-        preloaded = getattr(daemon, "PRELOADED_BY", None)
-        for batch in batches:
-            yield pd.DataFrame({"by_parent": [preloaded == os.getppid()] * len(batch)})
-
-    frame = spark.range(4).repartition(2).mapInPandas(where_imported, "by_parent boolean")
-    assert [r.by_parent for r in frame.collect()] == [True] * 4
 
 
 def _command(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
