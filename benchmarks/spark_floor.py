@@ -77,13 +77,13 @@ def _env(src: str | None = None) -> dict:
     return env
 
 
-def timed(args: list[str], env: dict) -> tuple[float, float]:
+def timed(args: list[str], env: dict, python: str | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one process and every process it
     starts, the JVM too (sampled from /proc while they run: a process's last moments
-    before exiting may be missed)."""
+    before exiting may be missed). `python`: the interpreter (default: this one)."""
     start = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [python or sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env,
     )  # fmt: skip
     seen: dict[int, float] = {}
@@ -123,14 +123,15 @@ def _tree_cpu(root: int) -> dict[int, float]:
     return {pid: cpu[pid] for pid in tree if pid in cpu}
 
 
-def interleaved(jobs: dict[str, tuple[list[str], dict]], repeat: int) -> dict[str, tuple]:
-    """Median (wall, CPU) seconds of each job, the jobs taking turns in each round."""
+def interleaved(jobs: dict[str, tuple], repeat: int) -> dict[str, tuple]:
+    """Median (wall, CPU) seconds of each job, the jobs taking turns in each round. A job
+    is (args, env) or (args, env, python): see `timed`."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in jobs}
-    for args, env in jobs.values():  # warm-up: caches, bytecode, the JVM archive
-        timed(args, env)
+    for job in jobs.values():  # warm-up: caches, bytecode, the JVM archive
+        timed(*job)
     for _ in range(repeat):
-        for name, (args, env) in jobs.items():
-            times[name].append(timed(args, env))
+        for name, job in jobs.items():
+            times[name].append(timed(*job))
     return {
         name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
         for name, t in times.items()

@@ -39,9 +39,10 @@ def _figure(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
-def write_targets(name: str, rows: list[dict]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.targets.json").write_text(json.dumps(rows, indent=1) + "\n")
+def write_targets(name: str, rows: list[dict], folder: Path | None = None) -> None:
+    folder = folder or RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.targets.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sparkcep import cli
+from sparkcep.inputs import OUT_OF_RANGE
 
 QUERY = "PATTERN SEQ(A a, B b) WITHIN 10"
 MODES = ["local", "spark"]
@@ -87,6 +88,22 @@ REJECTED_CASES = {
         ["not UTF-8 text"],
     ),
     "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["--id", "id"], 3, ["id is missing"]),
+    # A time is an integer, or a number with a whole value (docs/input.md): 1.0 and 3e0
+    # are the times 1 and 3; 2.5 is no time. Spark read such text as no time.
+    "whole_number_times": (
+        "e.csv",
+        b"ts,type,v\n1.0,A,1\n2.5,B,2\n3e0,B,3\n",
+        [],
+        3,
+        ["ts is not an integer or a timestamp"],
+    ),
+    "time_beyond_2_62": (
+        "e.csv",
+        b"ts,type,v\n1,A,1\n-99999999999999999999,B,2\n3,B,3\n",
+        [],
+        3,
+        [OUT_OF_RANGE.format(time_col="ts")],
+    ),
 }
 
 
@@ -335,6 +352,11 @@ STREAM_CASES = {
         ["malformed row"],
     ),
     "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["id is missing"]),
+    "float_times": (  # whole values are times, 2.5 is not (it was read as 2)
+        "e.jsonl",
+        b'{"id":0,"ts":1.0,"type":"A"}\n{"id":1,"ts":2.5,"type":"B"}\n{"id":2,"ts":3.0,"type":"B"}\n',
+        ["ts: '2.5' is not a time"],
+    ),
     "not_utf8": ("e.csv", b"id,ts,type,v\n0,1,A,x\n1,2,B,caf\xe9\n2,3,B,y\n", ["not UTF-8 text"]),
     "bom": ("e.csv", b"\xef\xbb\xbfid,ts,type\n0,1,A\n1,2,B\n", []),
     "empty_file": ("e.csv", b"", "is empty"),

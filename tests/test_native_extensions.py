@@ -331,7 +331,7 @@ def test_streaming_equals_batch(spark, tmp_path, query):
     from test_streaming import batch_rows, canonical, events, read_rows, run_stream, write_files
 
     frame = events(400, seed=13)
-    write_files(frame, tmp_path / "in", parts=4)
+    write_files(frame, tmp_path / "in", parts=2)
     _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
     expected = batch_rows(frame, query)
     assert len(expected) > 0

@@ -48,7 +48,7 @@ from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_rows import kind_of_spark, schema_of, text_cast
+from sparkcep.runners.spark_rows import integer_time, kind_of_spark, schema_of, text_cast
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
@@ -252,13 +252,14 @@ def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
     if time_type == "string":
         text = F.col(f"`{time_col}`")
         if types.get(time_col) in ("long", "double"):
-            sdf = sdf.withColumn(time_col, text_cast(text, "long"))
+            sdf = sdf.withColumn(time_col, integer_time(text, T.StringType())[0])
             return _Prepared(sdf, raw, "int")
         sdf = sdf.withColumn(time_col, text.try_cast("timestamp"))
         return _Prepared(sdf, raw, "timestamp")
-    kind = kind_of_spark(sdf.schema[time_col].dataType)
-    if kind == "float":
-        sdf = sdf.withColumn(time_col, F.col(f"`{time_col}`").cast("long"))
+    dtype = sdf.schema[time_col].dataType
+    kind = kind_of_spark(dtype)
+    if kind == "float":  # whole values only: 12.5 is not a time, as in a batch run
+        sdf = sdf.withColumn(time_col, integer_time(F.col(f"`{time_col}`"), dtype)[0])
         kind = "int"
     return _Prepared(sdf, raw, kind)
 
@@ -277,6 +278,8 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
     if prepared.time_kind == "int":  # the watermark needs the time in microseconds too
         limit = float(TIME_LIMIT // max(1, nanos // 1000))
         far = F.coalesce(F.abs(raw.cast("double")) >= F.lit(limit), F.lit(False))
+        read = prepared.raw[time_col]  # an integer beyond ±TIME_LIMIT is read as no time
+        far |= integer_time(F.col(read), prepared.sdf.schema[read].dataType)[1]
     text = F.col(prepared.raw[time_col]).cast("string")
     id_col = program.options.id_col
     corrupt, not_utf8 = _unreadable(prepared.sdf)
@@ -284,8 +287,8 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
         F.when(corrupt, F.lit("malformed row"))
         .when(not_utf8, F.lit("not UTF-8 text"))
         .when(text.isNull(), F.lit(f"{time_col} is missing"))
-        .when(raw.isNull(), F.concat(F.lit(f"{time_col}: '"), text, F.lit("' is not a time")))
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
+        .when(raw.isNull(), F.concat(F.lit(f"{time_col}: '"), text, F.lit("' is not a time")))
         .when(missing_type, F.lit(f"{type_col} is missing"))
         .when(F.col(f"`{id_col}`").isNull(), F.lit(f"{id_col} is missing"))
     )

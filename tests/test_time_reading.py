@@ -1,0 +1,96 @@
+"""Reading text as integers and times in Spark (`spark_rows.integer_text`, `integer_time`)
+against their definitions, written here in Python (docs/input.md):
+
+- integer text: optional blanks, an optional sign, the digits 0-9, optional blanks; its
+  value when it fits in 64 bits;
+- a time: integer text, or a number with a whole value (`12.0`, `1e3`); it must lie
+  strictly within ±2^62, else it is "out of range"; anything else is no time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkcep.runners.spark_rows import integer_text, integer_time
+from sparkcep.timeunits import TIME_LIMIT
+
+INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
+EDGES = [
+    "12", " 12 ", "\t-7\t", "+0", "-0", "00012", "12.0", "12.", ".5", "1e3", "1E3", "-2.5e1",
+    "12.5", "1e-3", "e3", "+", "-", "", "+-1", "1-", "0x10", "1 2", "NaN", "nan", "Infinity",
+    "-inf", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+    "-9223372036854775809", str(TIME_LIMIT), str(TIME_LIMIT - 1), str(-TIME_LIMIT),
+    str(1 - TIME_LIMIT), "4.611686018427388e18", "4.6e18", "99999999999999999999", "1e30",
+]  # fmt: skip
+CELLS = st.one_of(
+    st.text(alphabet="0123456789+-.eE x\t", max_size=8),
+    st.integers(-(2**64), 2**64).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(EDGES),
+)
+
+
+def integer_of(text: str) -> int | None:
+    if not INTEGER.fullmatch(text):
+        return None
+    value = int(text.strip(" \t"))
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def time_of(text: str) -> int | str | None:
+    """The time `text` reads as: an integer, "far", or None (no time)."""
+    t = text.strip(" \t")
+    if INTEGER.fullmatch(t):
+        value = int(t)
+    else:
+        try:
+            number = float(t)
+        except ValueError:
+            return None
+        if not math.isfinite(number) or number != math.floor(number):
+            return None
+        value = int(number)
+    return value if -TIME_LIMIT < value < TIME_LIMIT else "far"
+
+
+def read_in_spark(spark, cells: list[str]) -> list[tuple]:
+    df = spark.createDataFrame([(i, c) for i, c in enumerate(cells)], "i long, s string")
+    s = F.col("s")
+    time, far = integer_time(s, T.StringType())
+    rows = df.select("i", integer_text(s).alias("n"), time.alias("t"), far.alias("far"))
+    return sorted(tuple(r) for r in rows.collect())
+
+
+@settings(max_examples=12, deadline=None)
+@given(cells=st.lists(CELLS, min_size=1, max_size=60))
+def test_text_reads_as_integers_and_times_by_their_definitions(spark, cells):
+    cells = [*cells, *EDGES]
+    for i, n, t, far in read_in_spark(spark, cells):
+        text = cells[i]
+        assert n == integer_of(text), repr(text)
+        expected = time_of(text)
+        assert far == (expected == "far"), repr(text)
+        assert t == (None if expected == "far" else expected), repr(text)
+
+
+def test_numbers_read_as_times_by_the_same_rule(spark):
+    """Float and decimal columns: whole values are times, others are not; beyond ±2^62
+    is out of range (a float time of 2.5 was once read as 2 by a stream)."""
+    values = [1.0, 2.5, -3.0, float("nan"), float("inf"), 1e30, -1e19, 4.5e18]
+    df = spark.createDataFrame([(v,) for v in values], "x double")
+    df = df.withColumn("d", F.col("x").try_cast("decimal(38,1)"))
+    for name in ("x", "d"):
+        time, far = integer_time(F.col(name), df.schema[name].dataType)
+        got = [tuple(r) for r in df.select("x", time, far).collect()]
+        for x, t, is_far in got:
+            if name == "d" and not math.isfinite(x):
+                assert (t, is_far) == (None, False)  # no decimal holds them: null cells
+                continue
+            expected = time_of(repr(x))
+            assert (t, is_far) == (None if expected == "far" else expected, expected == "far"), x
