@@ -191,6 +191,35 @@ def interleaved(sources: dict[str, str], rounds: int, tmp: Path) -> dict[str, li
     return times
 
 
+NOTES = """\
+## What was cut, what was tried (each measured interleaved, 2026-11-26, load 2-9)
+
+| change | wall median, CPU median: without -> with | kept |
+|---|---|---|
+| a tiny input's expressions interpreted (`spark.sql.codegen.factoryMode` NO_CODEGEN: Janino compiled the checking pass's projections for 12 rows) | 16.03 -> 14.31 s, 10.10 -> 8.42 CPU s (3 rounds, load about 6) | yes |
+| a tiny input without adaptive execution: 3 Spark jobs instead of 7, no re-planning between stages | 7.82 -> 6.96 s, 7.61 -> 7.34 CPU s (3 rounds) | yes |
+| the command ends with `os._exit` once its output is out (Python's teardown of pyarrow and pandas) | exit after main 0.39-0.80 s -> 0.03 s (traced runs); 0.25-0.30 s in isolation | yes |
+| the worker daemon imports the workers' modules before forking | 9.04 -> 9.18 s, 8.29 -> 8.20 CPU s (4 rounds): the daemon imports sparkcep, and with it pandas and pyarrow, already | no |
+| `-Xint` | 16.0 -> 82.7 s | no |
+| C1 compiling later (Tier3 thresholds x10) | 8.81 -> 9.79 s | no |
+| `-Xms1g -Xmn600m -XX:-UsePerfData` | 8.81 -> 8.58 s, 7.82 -> 7.68 CPU s: within the noise | no |
+
+## What is left (sizes from the traced process)
+
+- Python before the JVM's launch, about 0.6 s: importing `sparkcep.cli` (typer, rich, the
+  parser, and pandas and pyarrow through `sparkcep/__init__`) and checking the arguments.
+  The launch could start first, from a small entry module reading the command line.
+- The JVM's launch, about 1.0 s (spark-submit's scripts, a launcher JVM that builds the
+  command, Spark's JVM until its gateway answers), and the session, about 1.4 s.
+- The checking pass (`spark_rows.check_rows`), about 3.3 s: 1.1-1.5 s of planning in the
+  driver before its job (execute makes about 4,900 py4j calls, 19 `withColumn`
+  analyses among them), then the JVM's first task, 1.5 s for 12 rows (class loading,
+  the CSV reader, 1.3 JVM CPU s), then 0.2-0.3 s.
+- Matching and writing, about 1.4 s (one job; the Python daemon and two workers start,
+  0.4 + 2 x 0.1 CPU s); the rejected rows, 0.2 s.
+"""
+
+
 def write(marks, cpu: dict, times: dict[str, list], load: tuple) -> str:
     lines = [
         "# The demo's timeline (issue 16 §3: `make demo` ≤ 5 s)",
@@ -218,7 +247,7 @@ def write(marks, cpu: dict, times: dict[str, list], load: tuple) -> str:
             f"| {name} | {statistics.median(walls):.2f} | {statistics.median(cpus):.2f} | "
             f"{', '.join(f'{w:.2f}' for w in walls)} | {', '.join(f'{c:.2f}' for c in cpus)} |"
         )
-    lines.append("")
+    lines += ["", NOTES]
     text = "\n".join(lines)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "demo_timeline.md").write_text(text)
