@@ -203,20 +203,29 @@ NOTES = """\
 | `-Xint` | 16.0 -> 82.7 s | no |
 | C1 compiling later (Tier3 thresholds x10) | 8.81 -> 9.79 s | no |
 | `-Xms1g -Xmn600m -XX:-UsePerfData` | 8.81 -> 8.58 s, 7.82 -> 7.68 CPU s: within the noise | no |
+| `sparkcep warmup`'s job once more with a tiny input's settings (their classes archived too) | 5.65 -> 5.64 s, 6.77 -> 6.67 CPU s (4 rounds) | no |
 
-## What is left (sizes from the traced process)
+The class archive matters as much as any of these: the one in this venv, recorded hours
+earlier by older code, gave the demo 6.33 s against 5.87 s with an archive recorded by
+the demo's own first run, and 5.65 s with one recorded by `sparkcep warmup` (either
+version of its job) minutes before. An archive is matched to Java, PySpark and the venv,
+not to sparkcep's code: classes that newer code loads come from the jars. The table of
+rounds above was measured with `SPARKCEP_CDS_DIR` naming an archive just recorded by
+main's `sparkcep warmup`, the same for both codes.
 
-- Python before the JVM's launch, about 0.6 s: importing `sparkcep.cli` (typer, rich, the
+## What is left (sizes from the traced process, load 1.8; under load 2-4 about 1.4x)
+
+- Python before the JVM's launch, 0.55 s: importing `sparkcep.cli` (typer, rich, the
   parser, and pandas and pyarrow through `sparkcep/__init__`) and checking the arguments.
   The launch could start first, from a small entry module reading the command line.
-- The JVM's launch, about 1.0 s (spark-submit's scripts, a launcher JVM that builds the
-  command, Spark's JVM until its gateway answers), and the session, about 1.4 s.
-- The checking pass (`spark_rows.check_rows`), about 3.3 s: 1.1-1.5 s of planning in the
-  driver before its job (execute makes about 4,900 py4j calls, 19 `withColumn`
-  analyses among them), then the JVM's first task, 1.5 s for 12 rows (class loading,
-  the CSV reader, 1.3 JVM CPU s), then 0.2-0.3 s.
-- Matching and writing, about 1.4 s (one job; the Python daemon and two workers start,
-  0.4 + 2 x 0.1 CPU s); the rejected rows, 0.2 s.
+- The JVM's launch, 0.7 s (spark-submit's scripts, a launcher JVM that builds the
+  command, Spark's JVM until its gateway answers), and the session, 0.9 s.
+- The checking pass (`spark_rows.check_rows`), 2.9 s: 0.9 s of planning in the driver
+  before its job (execute makes about 4,900 py4j calls, 19 `withColumn` analyses among
+  them), the JVM's first task, 1.4 s for 12 rows (class loading, the CSV reader; 1.3
+  JVM CPU s), then 0.4 s to plan and compile the query and lay out its stages.
+- Matching and writing, 0.9 s (one job; the Python daemon and two workers start, 0.4 +
+  2 x 0.1 CPU s); the rejected rows, 0.16 s; the exit, 0.03 s.
 """
 
 
