@@ -2,7 +2,7 @@
 clear line (exit 2, no traceback, naming the file, row or option) or rejected rows with
 their reasons, with input rows = good + rejected, in local, Spark and streaming alike.
 
-The command runs in this process (`sparkcep.cli.main`, the console entry point) so that
+The command runs in this process (`sparkcep.cli.main`, which the console entry point runs) so that
 Spark runs share the test session; a few cases run as real processes, to see the whole
 of stderr (Spark's own logs included).
 """

@@ -911,5 +911,24 @@ def main(args: list[str] | None = None):
         _fail("error: ", message)
 
 
-if __name__ == "__main__":
+def command() -> None:
+    """The console entry point (`sparkcep`, `python -m sparkcep.cli`): `main`, then, once
+    it has succeeded and no other thread of ours runs, the process ends without Python's
+    teardown of its modules (pyarrow's and pandas' take about 0.3 s, a twentieth of the
+    demo): the output is written and flushed, the exit functions have run, and the JVM
+    exits when its pipe from this process closes, as it does after a normal exit."""
+    import atexit
+    import sys
+    import threading
+
     main()
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return  # a thread that may still have work to finish: leave the normal way
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    command()

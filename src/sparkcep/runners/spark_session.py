@@ -22,13 +22,24 @@ def light_driver(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
     A short run spends more CPU compiling Java than running it. Below SMALL_INPUT_BYTES
     the driver uses the quick compiler only and one collector thread (G2, 1M events,
     25 MB: 29.3 -> 22.5 CPU seconds); below TINY_INPUT_BYTES whole-stage code generation
-    is off too (the demo: 20.7 -> 10.1 CPU seconds; G2 is slower without it)."""
+    is off too (the demo: 20.7 -> 10.1 CPU seconds; G2 is slower without it), and so are
+    the code generation of single expressions and adaptive execution. Without the first
+    (`factoryMode`, an internal setting: Spark's own tests run every expression both
+    ways) Spark interprets expressions, as it does wherever generated code fails to
+    compile: compiling the checking pass's projections with Janino cost more than
+    evaluating them on a few rows. Without the second, a query's stages run as one
+    Spark job instead of one job per shuffle, with no re-planning between them (the
+    demo, each measured interleaved: benchmarks/results/demo_timeline.md)."""
     if input_bytes is None or input_bytes >= SMALL_INPUT_BYTES:
         return [], {}
     options = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
     if input_bytes >= TINY_INPUT_BYTES:
         return options, {}
-    return options, {"spark.sql.codegen.wholeStage": "false"}
+    return options, {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.sql.adaptive.enabled": "false",
+    }
 
 
 def spark_session(
