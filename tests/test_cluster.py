@@ -115,3 +115,16 @@ def test_executors_on_a_cluster_get_the_drivers_class_archive():
     assert worker_conf("spark://h:7077", [], {}) == daemon  # no archive recorded
     recording = ["-XX:ArchiveClassesAtExit=/venv/share/sparkcep/spark-x.jsa.tmp1", "-Xlog:cds=off"]
     assert worker_conf("spark://h:7077", recording, {}) == daemon  # the driver records it
+
+
+def test_executors_on_a_cluster_start_as_light_as_the_driver():
+    """A short run's executors get the driver's light JVM options (light_driver); in
+    local mode the driver is the executor and has them already."""
+    from sparkcep.runners.spark_session import light_driver, worker_conf
+
+    light, _ = light_driver(25 * 2**20)  # G2's CSV
+    assert light == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    executor = worker_conf("spark://h:7077", [], {}, light)["spark.executor.extraJavaOptions"]
+    assert executor == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert "spark.executor.extraJavaOptions" not in worker_conf("local[2]", [], {}, light)
+    assert light_driver(2**30) == ([], {})  # a large input: the JVMs' defaults

@@ -71,10 +71,10 @@ def spark_session(
         .config("spark.sql.adaptive.enabled", "true")
     )
     archive = archive_options() if fresh else []
-    for key, value in worker_conf(master, archive, conf).items():
+    light_options, light_conf = light_driver(input_bytes)
+    for key, value in worker_conf(master, archive, conf, light_options).items():
         builder = builder.config(key, value)
     java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive]
-    light_options, light_conf = light_driver(input_bytes)
     java_options += light_options
     for key, value in light_conf.items():
         builder = builder.config(key, value)
@@ -97,19 +97,23 @@ def spark_session(
     return spark
 
 
-def worker_conf(master: str | None, archive: list[str], conf: dict) -> dict[str, str]:
+def worker_conf(
+    master: str | None, archive: list[str], conf: dict, light: list[str] = ()
+) -> dict[str, str]:
     """How executors start (docs/cluster.md). On any master, their Python workers come
     from sparkcep's daemon, which imports the workers' compiled pyspark instead of
     compiling Spark's pyspark.zip at each start (runners/daemon.py); the workers need
     sparkcep anyway, the matching functions Spark ships to them live in its modules. On
     a cluster, their JVMs map the driver's class archive too (`archive`: its options,
     from `warmup`) once it is recorded: an executor on this machine loads most of Spark's
-    classes from it, and a JVM that lacks the file or has another class path ignores it. A caller's
-    `spark.executor.extraJavaOptions` (taken out of `conf`) comes after."""
+    classes from it, and a JVM that lacks the file or has another class path ignores it.
+    Their JVMs take the driver's `light` options too (a short run: `light_driver`). A
+    caller's `spark.executor.extraJavaOptions` (taken out of `conf`) comes after."""
     settings = {"spark.python.daemon.module": "sparkcep.runners.daemon"}
     local = master is None or master.startswith("local")
     recorded = any(o.startswith("-XX:SharedArchiveFile=") for o in archive)
     options = [] if local or not recorded else list(archive)  # one JVM records it, no more
+    options += [] if local else list(light)
     extra = conf.pop("spark.executor.extraJavaOptions", None)
     if extra:
         options.append(extra)
