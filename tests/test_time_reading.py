@@ -94,3 +94,18 @@ def test_numbers_read_as_times_by_the_same_rule(spark):
                 continue
             expected = time_of(repr(x))
             assert (t, is_far) == (None if expected == "far" else expected, expected == "far"), x
+
+
+def test_text_numbers_are_those_the_local_runner_reads(spark):
+    """'nan' and a number beyond the doubles are not numbers (pandas reads them as
+    missing), 'inf' is one; Spark read '1e400' as infinity and 'nan' as NaN."""
+    from sparkcep.runners.spark_rows import text_number
+
+    inf = float("inf")
+    expected = {
+        "1": 1.0, "1e400": None, "-1e400": None, "inf": inf, "-Infinity": -inf, "nan": None,
+        "NaN": None, "1.5": 1.5, " 2 ": 2.0, "x": None, "": None, ".5": 0.5, "-0": 0.0,
+    }  # fmt: skip
+    df = spark.createDataFrame([(c,) for c in expected], "s string")
+    got = dict(df.select("s", text_number(F.col("s"))).collect())
+    assert got == expected

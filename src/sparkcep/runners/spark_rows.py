@@ -180,7 +180,9 @@ def check_rows(
         for kind, c in _casts(name).items():
             if kind != "any":
                 facts.append(c.alias(f"{CAST}{i}_{kind}"))
-            aggs.append(F.count(_cast_column(name, i, kind)).alias(f"c{i}_{kind}"))
+            # a malformed row's cells are not values read (local leaves them empty)
+            cell = F.when(~reasons.corrupt, _cast_column(name, i, kind))
+            aggs.append(F.count(cell).alias(f"c{i}_{kind}"))
     # One projection: the aggregates and the rows both read its columns (an aggregate
     # of the expressions themselves evaluates each several times).
     wide = df.select("*", *facts)
@@ -483,10 +485,13 @@ def _whole(number: Column) -> tuple[Column, Column]:
 
 
 def text_number(col: Column) -> Column:
-    """Text as a double (null where it is not a number). A cell that cannot start a
-    number is not tried: a failing try_cast throws and catches an exception (a column of
-    words: +1.4 s of CPU per million cells)."""
-    return F.when(col.rlike(NUMBER_START), col.try_cast("double"))
+    """Text as a double (null where it is not a number), as the local runner reads it:
+    'nan' and a number too large for a double ('1e400') are none, 'inf' is one. A cell
+    that cannot start a number is not tried: a failing try_cast throws and catches an
+    exception (a column of words: +1.4 s of CPU per million cells)."""
+    number = col.try_cast("double")
+    finite_or_said = (F.abs(number) < F.lit(float("inf"))) | col.rlike("(?i)inf")
+    return F.when(col.rlike(NUMBER_START), F.when(finite_or_said, number))
 
 
 def integer_text(col: Column, number: Column | None = None) -> Column:
