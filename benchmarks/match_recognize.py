@@ -8,8 +8,8 @@ native nfa engine where a native query means the same (G2). Writes
 benchmarks/results/match_recognize.md.
 
 Not run here: pandas-match-recognize (the package is not installed in this environment;
-the issue reports 14.8 s and 77.7 s for two trades queries with it) and FlinkCEP's
-MATCH_RECOGNIZE through PyFlink (apache-flink is not installed either).
+the issue reports 14.8 s and 77.7 s for two trades queries with it). FlinkCEP's
+MATCH_RECOGNIZE through PyFlink is measured on G2 by benchmarks/flinkcep.py, in its own venv.
 
     python -m benchmarks.match_recognize [--quick] [--no-spark]
 """
@@ -331,9 +331,9 @@ def write(rows: list[dict], quick: bool) -> Path:
         "Not measured here: **pandas-match-recognize** is not installed in this environment "
         "(installing packages is not allowed here); the issue measured it at 14.8 s and "
         "77.7 s for two queries on these trades, and it missed 38 matches on the hospital "
-        "log. **FlinkCEP's MATCH_RECOGNIZE through PyFlink** (`apache-flink`) is not "
-        "installed either, so the G2 comparison with it is not made; the native engine on "
-        "the same question is the column beside.",
+        "log. **FlinkCEP's MATCH_RECOGNIZE through PyFlink** is measured on G2 by "
+        "[flinkcep](flinkcep.md) (PyFlink in its own venv), not on these queries; the "
+        "native engine on the same question is the column beside.",
         "",
         "'same rows': the hand-written versions (shifts within each partition, for the "
         "fixed-length patterns), Spark, and the native engine (G2: the same A rows) give "
