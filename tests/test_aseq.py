@@ -186,14 +186,20 @@ def test_shared_runs_equal_unshared(data):
         "QUERY q5: PATTERN SEQ(C c, D d, A a, B b) AGG COUNT, AVG(a.v) AS av WITHIN 8",
     ]
     picked = data.draw(st.lists(st.sampled_from(queries), min_size=2, max_size=5, unique=True))
+    _assert_every_sharing_agrees(events, picked)
+
+
+def _assert_every_sharing_agrees(events, queries) -> None:
+    """Prefix trees, chop-connect, and chop-connect one tail START at a time all give the
+    unshared answers."""
     outs = {
-        s: run_aggregate_local(events, picked, id_col="id", sharing=s).matches
+        s: run_aggregate_local(events, queries, id_col="id", sharing=s).matches
         for s in ("none", "prefix", "chop")
     }
     assert outs["prefix"].equals(outs["none"])
     assert outs["chop"].equals(outs["none"])
     with connect_chunk(1):  # connect one tail START at a time
-        chunked = run_aggregate_local(events, picked, id_col="id", sharing="chop").matches
+        chunked = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
     assert chunked.equals(outs["none"])
 
 
@@ -317,15 +323,7 @@ def tail_sharing_workloads(draw):
 def test_random_tail_sharing_workloads_equal_unshared(data):
     events = frame(data.draw(streams(max_events=16, types="ABCD")))
     queries = data.draw(tail_sharing_workloads())
-    outs = {
-        s: run_aggregate_local(events, queries, id_col="id", sharing=s).matches
-        for s in ("none", "prefix", "chop")
-    }
-    assert outs["prefix"].equals(outs["none"])
-    assert outs["chop"].equals(outs["none"])
-    with connect_chunk(1):  # connect one tail START at a time
-        chunked = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
-    assert chunked.equals(outs["none"])
+    _assert_every_sharing_agrees(events, queries)
 
 
 def _chopped_contributions(query: str):

@@ -497,8 +497,9 @@ def text_number(col: Column) -> Column:
 def integer_text(col: Column, number: Column | None = None) -> Column:
     """Integer text as a long (null: not integer text, or beyond the longs); `number`:
     `text_number(col)`, when the caller has it. Only the cells that read as a number
-    without a '.' or an exponent try the cast (see `text_number`): cheaper than a
-    regular expression over the whole cell (G2's integer column: 1.8 against 2.9 s)."""
+    without a '.' or an exponent try the cast (see `text_number`); with the double read
+    anyway, this costs what a regular expression over the whole cell did (G2's integer
+    column, quiet: 1.98 against 2.01 CPU s) and no exception is thrown."""
     number = text_number(col) if number is None else number
     plain = number.isNotNull() & (F.instr(col, ".") == 0) & ~col.contains("e") & ~col.contains("E")
     return F.when(plain, col.try_cast("long"))
@@ -506,10 +507,11 @@ def integer_text(col: Column, number: Column | None = None) -> Column:
 
 def _casts(name: str) -> dict[str, Column]:
     col = f"`{name}`"
+    number = text_number(F.col(col))
     return {
         "any": F.col(col),
-        "long": integer_text(F.col(col), text_number(F.col(col))),
-        "double": text_number(F.col(col)),
+        "long": integer_text(F.col(col), number),
+        "double": number,
         "boolean": F.when(F.lower(F.col(col)).isin("true", "false"), F.lower(F.col(col)) == "true"),
         "timestamp": F.expr(f"try_cast({col} AS TIMESTAMP)"),
     }
