@@ -329,20 +329,33 @@ def _write_rejected_pandas(frame, path):
 def _run_spark(text, input, output, rejected_path, options, reading, spark_opts, status) -> Summary:
     master, partitions = spark_opts
     status.update("starting Spark")
-    spark = _start_spark(master, input)
-    from sparkcep.runners.spark import execute
+
+    def check():  # a small input, checked in the driver while the JVM starts
+        from sparkcep.runners.driver_check import check_in_driver
+
+        return check_in_driver(input, reading, text, options)
+
+    spark, early = _start_spark(master, input, check)
+    from sparkcep.runners.spark import execute, execute_driver_checked
     from sparkcep.runners.spark_files import read_spark, write_spark
 
     with _progress(spark, status) as progress:
-        progress.step("reading " + input)
-        source = read_spark(spark, input, **reading)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = execute(source.df, text, options, partitions=partitions, **source.options())
+            if early is not None:
+                result = execute_driver_checked(spark, early, options, partitions)
+            else:
+                progress.step("reading " + input)
+                source = read_spark(spark, input, **reading)
+                result = execute(
+                    source.df, text, options, partitions=partitions, **source.options()
+                )
         progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
         n_rows = _spark_rows(result, output)
         if rejected_path is None:
             pass
+        elif result.rejected_rows is not None:  # checked in the driver
+            _write_rejected_pandas(result.rejected_rows, rejected_path)
         elif result.checked.may_reject():
             progress.step("writing rejected rows to " + rejected_path)
             result.checked.rejected_written(write_spark(result.rejected, rejected_path))
@@ -350,22 +363,27 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
                 os.remove(rejected_path)
         elif os.path.exists(rejected_path):
             os.remove(rejected_path)
+    mode = f"Spark ({spark.sparkContext.master})"
+    if result.driver_checked:
+        mode += f", rows checked in the driver (input under {result.driver_checked})"
     return Summary(
-        mode=f"Spark ({spark.sparkContext.master})",
+        mode=mode,
         events=result.checked.events_read,
         rejected=result.checked.rejected_count,
         partitions=f"{result.partitions:,} Spark partitions ({result.layout})",
         rows=n_rows,
         label=result.label,
-        warnings=result.warnings() + [str(w.message) for w in caught],
+        warnings=(early.caught if early else [])
+        + result.warnings()
+        + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
     )
 
 
-def _start_spark(master, input):
+def _start_spark(master, input, prepare=None):
     """The Spark session, started in a thread while this one imports the runner (pandas,
-    the engines) and lists the input files (issue 16 §3: work that needs no JVM is done
-    while the JVM starts)."""
+    the engines), lists the input files and runs `prepare` (issue 16 §3: work that needs
+    no JVM is done while the JVM starts); (the session, what `prepare` gave)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from sparkcep.files import input_files
@@ -377,7 +395,8 @@ def _start_spark(master, input):
         starting = pool.submit(spark_session, master, input_bytes=size)
         import sparkcep.runners.spark  # noqa: F401
 
-        return starting.result()
+        prepared = prepare() if prepare is not None else None
+        return starting.result(), prepared
 
 
 def _spark_rows(result, output) -> int:

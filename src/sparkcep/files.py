@@ -154,11 +154,14 @@ def _file_bytes(path: str) -> bytes:
 # ---- pandas (run --local) -----------------------------------------------------------------
 
 
-def read_pandas(path: str, *, sep: str = ",", columns: list[str] | None = None) -> pd.DataFrame:
+def read_pandas(
+    path: str, *, sep: str = ",", columns: list[str] | None = None, text: bool = False
+) -> pd.DataFrame:
     """Event files as one pandas frame; `columns` names the columns of CSV files that
     have no header line. A malformed row (in CSV, a field count other than the header's;
     in JSON lines, a line that is not a JSON object) or a row that is not UTF-8 text is
-    kept, marked for `inputs.split_valid` to reject with the reason (as Spark does)."""
+    kept, marked for `inputs.split_valid` to reject with the reason (as Spark does).
+    `text`: CSV cells stay text (but the null tokens), as Spark reads them."""
     files, fmt = input_files(path)
     if fmt == "csv" and not columns:
         check_headers(files, sep)
@@ -166,7 +169,7 @@ def read_pandas(path: str, *, sep: str = ",", columns: list[str] | None = None) 
     for f in files:
         with reading(f):
             if fmt == "csv":
-                frames.append(_read_csv(f, sep, columns))
+                frames.append(_read_csv(f, sep, columns, text))
             elif fmt == "json":
                 frames.append(_read_jsonl(f))
             else:
@@ -178,11 +181,13 @@ def read_pandas(path: str, *, sep: str = ",", columns: list[str] | None = None) 
     return frame
 
 
-def _read_csv(path: str, sep: str, names: list[str] | None) -> pd.DataFrame:
+def _read_csv(path: str, sep: str, names: list[str] | None, text: bool = False) -> pd.DataFrame:
     data = _file_bytes(path)
     header = list(names) if names else csv_header(path, sep)
     malformed = _malformed_csv_rows(data, sep, header, has_header=not names)
     options: dict = {"header": None, "names": header} if names else {}
+    if text:
+        options["dtype"] = str
     if malformed:  # line numbers (values never hold a line break: docs/input.md)
         options["skiprows"] = [row + (0 if names else 1) for row in malformed]
     frame = pd.read_csv(

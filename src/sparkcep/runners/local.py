@@ -63,27 +63,12 @@ LocalRun = RunResult  # the name earlier versions used
 def execute_local(events, queries, options: Options) -> RunResult:
     """Run queries (a text, a file's named queries, a list, or plans) over events."""
     frame = as_frame(events)
-    valid, rejected = split_valid(
-        frame, time_col=options.time_col, type_col=type_column(frame.columns, queries, options),
-        id_col=options.id_col,
-    )  # fmt: skip
-    read_as, bad_cells, mostly = numeric_columns(
-        frame, skip={options.time_col, ROW, CORRUPT, READ_REASON}, rows=valid
-    )
-    original, valid = valid, read_as
-    plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
-    programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
-    read = {c for program in programs for c in program.columns()}
-    reasons = _first_reason([bad_cells[c] for c in bad_cells if c in read], len(valid))
-    checks = [c for program in programs for c in program.row_checks()]
-    if checks:
-        reasons = np.where(pd.isna(reasons), failed_checks(checks, valid), reasons)
-    failing = ~pd.isna(reasons)
-    if failing.any():  # rejected rows keep the cells as they were read
-        more = original[failing].assign(**{REASON: reasons[failing]})
-        rejected = pd.concat([r for r in (rejected, more) if len(r)])
+    checked = check_events(frame, queries, options)
+    plans, programs, valid = checked.plans, checked.programs, checked.valid
+    rejected = checked.rejected
+    if len(checked.later):  # rows rejected by the queries' own checks, in row order
+        rejected = pd.concat([r for r in (rejected, checked.later) if len(r)])
         rejected = rejected.sort_values(ROW, kind="stable")
-        valid = valid[~failing]
     outs, tied = [], 0
     for program in programs:
         events = program.in_order(valid)
@@ -93,7 +78,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
     if options.max_matches is not None:
         rows = rows.head(options.max_matches)
     warnings_ = [w for p in plans for w in p.warnings] + duplicate_ids(valid, options.id_col)
-    warnings_ += [text_warning(c, *mostly[c]) for c in mostly if c in read]
+    warnings_ += [text_warning(c, *checked.mostly[c]) for c in checked.mostly if c in checked.read]
     if tied and not any(p.tiebreak for p in plans):
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:
@@ -101,6 +86,54 @@ def execute_local(events, queries, options: Options) -> RunResult:
     result = RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
     result.warnings = warnings_
     return result
+
+
+@dataclass
+class CheckedEvents:
+    """Rows checked in pandas: the valid ones (typed, row numbers in ROW), the rejected
+    ones with their reasons (cells as read), and the plans and programs they were
+    checked for. `execute_local` runs on them; so does the Spark runner for an input
+    small enough to be checked in the driver (runners/driver_check.py)."""
+
+    valid: pd.DataFrame
+    rejected: pd.DataFrame  # time, type or id missing or unreadable, a malformed row
+    later: pd.DataFrame  # a bad cell in a column the queries read, then failed row checks
+    plans: list[Plan]
+    programs: list[Program]
+    mostly: dict[str, tuple[int, int]]  # text columns that are mostly numbers
+    read: set[str]  # the columns the programs read
+
+
+def check_events(
+    frame: pd.DataFrame, queries, options: Options, *, typed: set[str] | None = None
+) -> CheckedEvents:
+    """Check the rows of `frame` for the queries: split_valid, the columns of numbers
+    (`numeric_columns`; only the columns in `typed` when given), the plans and programs,
+    then each row's bad cells and the programs' row checks."""
+    type_col = type_column(frame.columns, queries, options)
+    valid, rejected = split_valid(
+        frame, time_col=options.time_col, type_col=type_col, id_col=options.id_col
+    )
+    skip = {options.time_col, ROW, CORRUPT, READ_REASON}
+    if typed is not None:
+        skip |= {c for c in frame.columns if c not in typed}
+    read_as, bad_cells, mostly = numeric_columns(frame, skip=skip, rows=valid)
+    original, valid = valid, read_as
+    plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
+    programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
+    read = {c for program in programs for c in program.columns()}
+    cells = [c for c in bad_cells if c in read]
+    reasons = _first_reason([bad_cells[c] for c in cells], len(valid))
+    by_cell = ~pd.isna(reasons)
+    checks = [c for program in programs for c in program.row_checks()]
+    if checks:
+        reasons = np.where(pd.isna(reasons), failed_checks(checks, valid), reasons)
+    failing = ~pd.isna(reasons)
+    later = original[failing].assign(**{REASON: reasons[failing]})
+    # the rows of a bad cell first, then those of a failed check (the order the Spark
+    # runner rejects them in), each in row order
+    later = later.iloc[np.argsort(~by_cell[failing], kind="stable")]
+    return CheckedEvents(valid[~failing], rejected, later, plans, programs, mostly, read)
 
 
 def unknown_types(plans: list[Plan], present: set) -> list[str]:

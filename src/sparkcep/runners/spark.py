@@ -31,6 +31,7 @@ from sparkcep.inputs import REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
+from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
@@ -51,6 +52,10 @@ class SparkRun:
     max_matches: int | None = None
     programs: list[Program] = field(default_factory=list)
     tied: Accumulator | None = None  # events sharing an instant, counted as the rows are made
+    # The rejected rows in pandas when the input was checked in the driver (then
+    # `rejected` is None): runners/driver_check.py.
+    rejected_rows: pd.DataFrame | None = None
+    driver_checked: str | None = None  # the size under which inputs are checked so, in words
 
     def warnings(self) -> list[str]:
         """What the user should know of the run (after the rows were computed)."""
@@ -103,10 +108,20 @@ def execute(
     programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
     checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
     checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
+    return matched(checked, plans, programs, options, partitions)
+
+
+def matched(
+    checked: Checked, plans: list[Plan], programs: list[Program], options: Options,
+    partitions: int | None = None,
+) -> SparkRun:  # fmt: skip
+    """The matching of checked rows: each program over its events, laid out by key or
+    time range into Spark partitions (the rows, lazy)."""
+    spark = checked.valid.sparkSession
     if partitions is None:
-        partitions = matching_partitions(df.sparkSession)
+        partitions = matching_partitions(spark)
     outs, texts, parts = [], [], 0
-    tied = df.sparkSession.sparkContext.accumulator(0)
+    tied = spark.sparkContext.accumulator(0)
     for program in programs:
         events, layout = _laid_out(program, checked, partitions)
         schema_out = output_schema(program, checked.valid.schema)
@@ -121,6 +136,34 @@ def execute(
         plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
+
+
+def execute_driver_checked(
+    spark, checked: DriverChecked, options: Options, partitions: int | None = None
+) -> SparkRun:
+    """Run the queries on rows checked in the driver (`driver_check.check_in_driver`):
+    the valid rows become a Spark DataFrame with the column types Spark's checking pass
+    gives them, and the matching runs as in `execute`, without the checking pass."""
+    time_col = options.time_col
+    rows, kinds = valid_frame(checked, time_col)
+    ticks = checked.events.valid[time_col]
+    time_kind = "timestamp" if pd.api.types.is_datetime64_any_dtype(ticks.dtype) else "int"
+    schema = T.StructType([T.StructField(c, spark_type(k)) for c, k in kinds.items()])
+    valid = spark.createDataFrame(rows, schema)
+    if time_kind == "timestamp":
+        valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
+    events = checked.events
+    min_tick, max_tick = tick_range(checked, time_col)
+    duplicates = int(events.valid[options.id_col].duplicated().sum()) if options.id_col else 0
+    done = Checked(
+        valid, None, options.id_col or ROW, checked.events_read, len(events.rejected),
+        min_tick, max_tick, time_kind, types=checked.types, id_given=options.id_col is not None,
+        mostly_text=events.mostly, later_count=len(events.later), duplicates=duplicates,
+    )  # fmt: skip
+    run = matched(done, events.plans, events.programs, options, partitions)
+    run.rejected_rows = checked.rejected
+    run.driver_checked = size_text(checked.limit)
+    return run
 
 
 WORD = re.compile(r"`([^`]+)`|(\w+)")

@@ -75,6 +75,9 @@ class Checked:
     # only when asked: writing the rejected file counts them without a job of its own.
     later: tuple[DataFrame, ...] = ()
     later_count: int | None = None
+    # Valid events whose id another has, when counted already (rows checked in the
+    # driver: runners/driver_check.py); None: counted by a Spark job when asked.
+    duplicates: int | None = None
 
     @property
     def rejected_count(self) -> int:
@@ -84,7 +87,7 @@ class Checked:
 
     def may_reject(self) -> bool:
         """Whether any row may be rejected (without a Spark job)."""
-        return bool(self.first_rejected or self.later)
+        return bool(self.first_rejected or self.later or self.later_count)
 
     def rejected_written(self, rows: int) -> None:
         """The rejected file holds `rows` rows: the count of every rejected row."""
@@ -104,6 +107,8 @@ class Checked:
         """Valid events whose id another valid event has (a Spark job; --id only)."""
         if not self.id_given:
             return 0
+        if self.duplicates is not None:
+            return self.duplicates
         counts = self.valid.groupBy(F.col(f"`{self.id_col}`")).count()
         extra = counts.filter(F.col("count") > 1).agg(F.sum(F.col("count") - 1)).first()[0]
         return int(extra or 0)

@@ -1,0 +1,194 @@
+"""A small input checked in the driver (issue 16 §3: no Spark job that the answer does not
+need). Below `driver_check_bytes()` of CSV, `sparkcep run` reads and checks the rows in
+the driver with the local runner's reader and checks (`runners.local.check_events`), while
+the JVM starts, and hands Spark the valid rows with the column types Spark's checking pass
+would give them; the matching and writing run on Spark as for any input. The summary,
+the rejected rows and the output are those of the full Spark path (docs/input.md).
+
+Only where the local reader reads as Spark does: CSV (any separator, --columns), with
+every column the queries read judged as Spark judges it. A column Spark would type
+otherwise (booleans, timestamps other than the time column, a column of integers with a
+few decimals), another format, or any error sends the run to the full path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sparkcep.errors import DataError
+from sparkcep.files import input_files, read_pandas
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, NUMERIC_SHARE, READ_REASON, REASON, ROW
+from sparkcep.plan import Options
+from sparkcep.runners.local import CheckedEvents, check_events, type_column
+
+ENV = "SPARKCEP_DRIVER_CHECK_BYTES"
+DEFAULT_BYTES = 2**20  # the light driver's tiny input (spark_session.TINY_INPUT_BYTES)
+INTEGER = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+MAY_BE_TIME = re.compile(r"^\s*[+-]?[0-9]")  # how every text Spark reads as a timestamp starts
+
+
+def driver_check_bytes() -> int:
+    """Inputs smaller than this are checked in the driver (SPARKCEP_DRIVER_CHECK_BYTES,
+    read at each run; 0: never)."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return DEFAULT_BYTES
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        raise DataError(f"{ENV} must be a number of bytes (got '{value}')") from None
+
+
+def size_text(n: int) -> str:
+    """A size in words: 1 MiB, 512 KiB, 100 bytes."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n:,} bytes"
+
+
+@dataclass
+class DriverChecked:
+    """Rows checked in the driver, and what the Spark runner needs of them."""
+
+    events: CheckedEvents
+    columns: list[str]  # the input's columns, in order
+    id_col: str | None  # the id column given (--id); None: ids are row numbers
+    events_read: int
+    types: set | None  # the event types that occur (None: no type column)
+    limit: int  # the size under which inputs are checked in the driver
+    caught: list[str] = field(default_factory=list)  # warnings raised while checking
+
+    @property
+    def rejected(self) -> pd.DataFrame:
+        """The rejected rows as the Spark path gives them: those of the first check, then
+        those of the queries' own checks; the input's columns, the malformed row's
+        text, the reason, and the row number when ids are row numbers."""
+        parts = [r for r in (self.events.rejected, self.events.later) if len(r)]
+        rows = pd.concat(parts) if parts else self.events.rejected
+        rows = rows.drop(columns=[READ_REASON], errors="ignore")
+        if CORRUPT not in rows.columns:
+            rows = rows.assign(**{CORRUPT: None})
+        tail = [REASON] if self.id_col else [REASON, ROW]
+        return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
+
+
+def check_in_driver(path: str, reading: dict, queries, options: Options) -> DriverChecked | None:
+    """The input checked in the driver, or None when it takes the full Spark path (too
+    large, a format or a column Spark reads otherwise, or an error: the full path
+    reports it as it always has)."""
+    limit = driver_check_bytes()
+    try:
+        files, fmt = input_files(path)
+        if fmt != "csv" or options.pmf_col is not None:
+            return None
+        if sum(os.path.getsize(f) for f in files) >= limit:
+            return None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            checked = _checked(path, reading, queries, options, limit)
+        if checked is not None:
+            checked.caught = [str(w.message) for w in caught]
+        return checked
+    except Exception:
+        if os.environ.get("SPARKCEP_DEBUG"):
+            raise
+        return None
+
+
+def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
+    from sparkcep.runners.spark import named_columns
+
+    frame = _null_tokens(read_pandas(path, text=True, **reading))
+    columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
+    type_col = type_column(frame.columns, queries, options)
+    read = named_columns(queries, columns, options)
+    typed = {c for c in columns if read is None or c in read} - {options.time_col, type_col}
+    events = check_events(frame, queries, options, typed=typed)
+    if any(_typed_otherwise(frame, events.valid, c) for c in typed):
+        return None
+    types = None
+    if type_col is not None:
+        types = {str(t) for t in frame[type_col].dropna().unique()}
+    return DriverChecked(events, columns, options.id_col, len(frame), types, limit)
+
+
+def _null_tokens(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that mean no value once their spaces are trimmed, as nulls (Spark
+    trims them; pandas' reader matches them exactly)."""
+    out = {}
+    for col in frame.columns:
+        if col in (CORRUPT, READ_REASON) or frame[col].dtype != object:
+            continue
+        cells = frame[col]
+        blank = cells.map(lambda v: isinstance(v, str) and v.strip(" ") in NULL_TOKENS)
+        if blank.any():
+            out[col] = cells.where(~blank.astype(bool), None)
+    return frame.assign(**out) if out else frame
+
+
+def _typed_otherwise(frame: pd.DataFrame, valid: pd.DataFrame, col: str) -> bool:
+    """Whether Spark's checking pass would give the column another type than the local
+    checks did: integers with a few decimals (Spark: integers, the decimals rejected),
+    booleans, or text that may be timestamps."""
+    cells = frame[col]
+    if CORRUPT in frame.columns:  # a malformed row's cells are not values read
+        cells = cells[frame[CORRUPT].isna()]
+    present = cells.dropna().astype(str)
+    if not len(present):
+        return False
+    kind = valid[col].dtype.kind if col in valid.columns else "O"
+    if kind == "f":
+        integers = int(present.map(lambda v: bool(INTEGER.match(v))).sum())
+        return integers >= NUMERIC_SHARE * len(present)
+    if kind != "O":
+        return False
+    if present.str.lower().isin(("true", "false")).all():
+        return True
+    return bool(present.map(lambda v: bool(MAY_BE_TIME.match(v))).all())
+
+
+def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, dict]:
+    """The valid rows as the Spark runner takes them (the input's columns, the row
+    number when ids are row numbers, the time in ticks in TICKS and in the time
+    column) and each column's Spark type by name."""
+    from sparkcep.prep.table import TICKS
+
+    valid = checked.events.valid
+    ticks = _ticks(valid[time_col])
+    names = [*checked.columns, *([] if checked.id_col else [ROW])]
+    out = valid[names].assign(**{time_col: ticks, TICKS: ticks})
+    kinds = {c: _kind(out[c]) for c in out.columns}
+    return out.reset_index(drop=True), kinds
+
+
+def tick_range(checked: DriverChecked, time_col: str) -> tuple[int | None, int | None]:
+    """The first and last time in ticks among the rows the first check kept (as the
+    Spark path's checking pass counts them, before the queries' own checks)."""
+    times = [checked.events.valid[time_col], checked.events.later[time_col]]
+    ticks = np.concatenate([_ticks(t) for t in times if len(t)] or [np.array([], np.int64)])
+    return (int(ticks.min()), int(ticks.max())) if len(ticks) else (None, None)
+
+
+def _ticks(time: pd.Series) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(time.dtype):
+        return time.to_numpy(dtype="datetime64[us]").astype(np.int64)
+    return time.to_numpy(dtype=np.int64)
+
+
+def _kind(col: pd.Series) -> str:
+    """The Spark type (a name for `spark_rows.spark_type`) of a column of valid rows."""
+    kind = col.dtype.kind
+    if kind in "iu":
+        return "int"
+    if kind == "f":
+        return "float"
+    if kind == "b" or str(col.dtype) == "boolean":
+        return "bool"
+    return "string"
