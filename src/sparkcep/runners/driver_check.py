@@ -63,6 +63,7 @@ class DriverChecked:
     events_read: int
     types: set | None  # the event types that occur (None: no type column)
     limit: int  # the size under which inputs are checked in the driver
+    sep: str = ","
     caught: list[str] = field(default_factory=list)  # warnings raised while checking
 
     @property
@@ -75,6 +76,7 @@ class DriverChecked:
         rows = rows.drop(columns=[READ_REASON], errors="ignore")
         if CORRUPT not in rows.columns:
             rows = rows.assign(**{CORRUPT: None})
+        rows = _malformed_cells(rows, self.columns, self.sep)
         tail = [REASON] if self.id_col else [REASON, ROW]
         return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
 
@@ -116,7 +118,28 @@ def _checked(path, reading, queries, options: Options, limit: int) -> DriverChec
     types = None
     if type_col is not None:
         types = {str(t) for t in frame[type_col].dropna().unique()}
-    return DriverChecked(events, columns, options.id_col, len(frame), types, limit)
+    return DriverChecked(
+        events, columns, options.id_col, len(frame), types, limit, sep=reading.get("sep", ",")
+    )
+
+
+def _malformed_cells(rows: pd.DataFrame, columns: list[str], sep: str) -> pd.DataFrame:
+    """A malformed row's cells as Spark's reader fills them from the row's text: its
+    first fields, in order, as many as there are columns (none past its end); the null
+    tokens null. They are not values read: only the rejected rows show them."""
+    import csv
+
+    bad = rows[CORRUPT].notna().to_numpy()
+    if not bad.any():
+        return rows
+    rows = rows.copy()
+    for at in np.flatnonzero(bad):
+        fields = next(csv.reader([rows[CORRUPT].iloc[at]], delimiter=sep), [])
+        for i, col in enumerate(columns):
+            cell = fields[i] if i < len(fields) else None
+            null = cell is None or cell.strip(" ") in NULL_TOKENS
+            rows.iloc[at, rows.columns.get_loc(col)] = None if null else cell
+    return rows
 
 
 def _null_tokens(frame: pd.DataFrame) -> pd.DataFrame:

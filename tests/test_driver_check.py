@@ -1,0 +1,209 @@
+"""A small input checked in the driver (issue 16 §3): `sparkcep run` through Spark gives
+the same rows, rejected rows, summary and warnings whether the rows are checked in the
+driver (input under SPARKCEP_DRIVER_CHECK_BYTES) or by Spark's checking pass (0: never),
+and says which it did. Both ways run in this process, in the test session's Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_bad_inputs import sparkcep
+from test_examples import EXAMPLES, example_files
+
+from sparkcep.runners.driver_check import ENV
+
+FLAGS = {"time_col": "--time", "type_col": "--type", "id_col": "--id", "time_unit": "--time-unit"}
+DRIVER = "rows checked in the driver (input under 1 MiB)"
+# the value of SPARKCEP_DRIVER_CHECK_BYTES; each way writes to a folder of its name (one
+# letter: the summary's paths have the same length, cut at the same place)
+WAYS = {"d": None, "s": "0"}
+
+
+def table(out: str) -> dict[str, str]:
+    """The summary's rows: label -> value (a wrapped value joined into one line)."""
+    rows: dict[str, str] = {}
+    label = None
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith(" ") and label is not None:
+            rows[label] += " " + line.strip()
+            continue
+        words = line.split("  ", 1)
+        label = words[0].strip()
+        rows[label] = words[1].strip() if len(words) > 1 else ""
+    return rows
+
+
+def jsonl(path: Path) -> list[dict] | None:
+    if not path.exists():
+        return None
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def as_text(rows: list[dict] | None) -> list[dict] | None:
+    if rows is None:
+        return None
+    return [{k: None if v is None else str(v) for k, v in row.items()} for row in rows]
+
+
+def run_way(capsys, monkeypatch, way: str, tmp_path: Path, *args) -> dict:
+    """One Spark run (in this process) of `sparkcep run ARGS -o ...`: what it gave."""
+    if WAYS[way] is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, WAYS[way])
+    folder = tmp_path / way
+    out = folder / "m.jsonl"
+    code, stdout, err = sparkcep(capsys, "run", *args, "-o", out)
+    assert code == 0, err
+    summary = table(stdout)
+    return {
+        "mode": summary.pop("mode"),
+        "summary": {k: v for k, v in summary.items() if k not in ("seconds", "events/s")},
+        "rows": jsonl(out),
+        "rejected": jsonl(folder / "m.rejected.jsonl"),
+        "warnings": sorted(line for line in err.splitlines() if line.startswith("warning")),
+    }
+
+
+def both_ways(capsys, monkeypatch, tmp_path, *args) -> tuple[dict, dict]:
+    driver = run_way(capsys, monkeypatch, "d", tmp_path, *args)
+    spark = run_way(capsys, monkeypatch, "s", tmp_path, *args)
+    assert DRIVER not in spark["mode"]
+    here, there = str(tmp_path / "d"), str(tmp_path / "s")
+    # the same summary, but the folder written to
+    assert {k: v.replace(here, there) for k, v in driver["summary"].items()} == spark["summary"]
+    for what in ("rows", "warnings"):
+        assert driver[what] == spark[what], what
+    # the same rejected rows and cells; a cell's JSON type may differ (docs/input.md: a
+    # row rejected by the queries' own checks keeps the time and numbers read locally)
+    assert as_text(driver["rejected"]) == as_text(spark["rejected"])
+    return driver, spark
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_gives_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, folder):
+    _, events, options, expected = example_files(folder)
+    flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
+    query = folder / "query.cep"
+    driver, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", events, *flags)
+    # the command runs a file's one named query without a query column
+    assert driver["rows"] == [{k: v for k, v in r.items() if k != "query"} for r in expected]
+    # CSV under 1 MiB is checked in the driver; JSON lines take the full path.
+    assert (DRIVER in driver["mode"]) == events.endswith((".csv", ".csv.gz"))
+
+
+CASES = {
+    # Rows rejected by each check, in one file: a malformed row, a time that is none, a
+    # missing type, a cell of a column of numbers that is not one (v: 9 numbers of 10
+    # values read), and spaces around a null token (Spark trims them: a null).
+    "every_reason": (
+        "ts,type,v,w\n1,A,1.5,x\n2,B,2.5,x,9\n3,B,3,x\nsoon,B,2,x\n5,,2,x\n6,B,oops,x\n"
+        "7,B,0.5, NA \n8,B,1.0,x\n9,C,4,x\n10,C,5,x\n10,B,5,x\n",
+        "PATTERN SEQ(A a, B b) WHERE b.v > a.v RETURN b.w AS w WITHIN 10",
+        [],
+    ),
+    # Ids from a column (its numbers are ids; one repeats: a warning), a type no event has.
+    "ids_and_types": (
+        "id,ts,type\n7,1,A\n7,2,B\n8,3,B\n9,4,Bb\n",
+        "PATTERN SEQ(A a, B b, Cc c) WITHIN 10",
+        ["--id", "id"],
+    ),
+    # Timestamps, a key, integers with a null among them, and a column that is mostly
+    # numbers but read as text (a warning); a headerless file with another separator.
+    "timestamps_key_nulls": (
+        "2026-01-01 00:00:01;A;1;3;2\n2026-01-01 00:00:02;B;1;;x\n2026-01-01 00:00:03;B;1;5;3\n"
+        "2026-01-01 00:00:03;B;2;4;4\n2026-01-01 00:00:04;A;2;1;5\n2026-01-01 00:00:09;B;2;2;1\n",
+        "PATTERN SEQ(A a, B b) WHERE [k] AND b.n > a.n AND b.m > a.m WITHIN 10 s "
+        "RETURN b.n AS n, a.m AS m",
+        ["--columns", "ts,type,k,n,m", "--sep", ";"],
+    ),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(CASES))
+def test_checks_give_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, case):
+    data, query, flags = CASES[case]
+    path = tmp_path / "e.csv"
+    path.write_text(data)
+    driver, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path, *flags)
+    assert DRIVER in driver["mode"]
+    if case == "every_reason":
+        assert [r["reason"] for r in driver["rejected"]] == [
+            "malformed row", "ts is not an integer or a timestamp", "type is missing",
+            "v: 'oops' is not a number",
+        ]  # fmt: skip
+        # The A (ts 1, v 1.5) with each later valid B within 10 whose v is larger: row 2
+        # (v 3) and row 10 (v 5); rows 6 and 7 (0.5, 1.0) are smaller.
+        assert [(r["a"], r["b"], r["w"]) for r in driver["rows"]] == [(0, 2, "x"), (0, 10, "x")]
+    elif case == "ids_and_types":
+        assert driver["rows"] == []
+        said = " ".join(driver["warnings"])
+        assert "1 event has the id of another event (--id id)" in said
+        assert "no event has the type 'Cc'" in said
+    else:
+        # key 1: A (n 3, m '2') then B (n 5, m '3') at row 2 (row 1's n is null); key 2:
+        # A (n 1, m '5') and no later B with a larger m ('1' < '5'). m is text (5 of its 6
+        # values are numbers), n integers.
+        assert [(r["a"], r["b"], r["n"], r["m"]) for r in driver["rows"]] == [(0, 2, 5, "2")]
+        assert any("column 'm' is read as text" in w for w in driver["warnings"])
+
+
+SPARK_TYPES_OTHERWISE = {
+    # Spark's checking pass types these columns otherwise than the local checks: the
+    # run takes the full path (and its answer).
+    # true = TRUE as booleans, not as text
+    "booleans": ("ts,type,ok\n1,A,true\n2,B,false\n3,B,TRUE\n", "b.ok = a.ok", [(0, 2)]),
+    "timestamps": (
+        "ts,type,due\n1,A,2026-01-01\n2,B,2025-01-01\n3,B,2027-01-01\n",
+        "b.due > a.due",
+        [(0, 2)],
+    ),
+    # 10 integers and a decimal: Spark reads integers and rejects the decimal's row.
+    "integers_and_a_decimal": (
+        "ts,type,n\n" + "".join(f"{i},B,{i}\n" for i in range(1, 11)) + "0,A,0.5\n",
+        "b.n > a.n",
+        [],  # the A was the decimal's row
+    ),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(SPARK_TYPES_OTHERWISE))
+def test_columns_spark_types_otherwise_take_the_full_path(
+    spark, capsys, monkeypatch, tmp_path, case
+):
+    data, condition, pairs = SPARK_TYPES_OTHERWISE[case]
+    path = tmp_path / "e.csv"
+    path.write_text(data)
+    query = f"PATTERN SEQ(A a, B b) WHERE {condition} WITHIN 20"
+    done = run_way(capsys, monkeypatch, "d", tmp_path, query, "-i", path)
+    assert DRIVER not in done["mode"]
+    if case == "integers_and_a_decimal":
+        assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
+    assert sorted((r["a"], r["b"]) for r in done["rows"]) == pairs
+
+
+@pytest.mark.spark
+def test_the_size_limit_is_read_at_each_run(spark, capsys, monkeypatch, tmp_path):
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type\n1,A\n2,B\n")  # 16 bytes
+    query = "PATTERN SEQ(A a, B b) WITHIN 5"
+    monkeypatch.setenv(ENV, "17")
+    code, out, err = sparkcep(capsys, "run", query, "-i", path, "-o", tmp_path / "a.jsonl")
+    assert code == 0, err
+    assert "rows checked in the driver (input under 17 bytes)" in " ".join(out.split())
+    monkeypatch.setenv(ENV, "16")  # not under 16 bytes: the full path
+    code, out, err = sparkcep(capsys, "run", query, "-i", path, "-o", tmp_path / "b.jsonl")
+    assert code == 0, err
+    assert "checked in the driver" not in out
+    assert (
+        jsonl(tmp_path / "a.jsonl")
+        == jsonl(tmp_path / "b.jsonl")
+        == [{"start": 1, "end": 2, "a": 0, "b": 1}]
+    )
