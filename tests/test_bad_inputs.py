@@ -9,6 +9,7 @@ of stderr (Spark's own logs included).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -21,9 +22,14 @@ import pytest
 
 from sparkcep import cli
 from sparkcep.inputs import OUT_OF_RANGE
+from sparkcep.runners.driver_check import ENV
 
 QUERY = "PATTERN SEQ(A a, B b) WITHIN 10"
 MODES = ["local", "spark"]
+# The checks, each way: local, Spark with a small input's rows checked in the driver (the
+# default under 1 MiB of CSV), Spark's checking pass (SPARKCEP_DRIVER_CHECK_BYTES=0).
+CHECK_MODES = ["local", "spark", "spark-full"]
+DRIVER = "rows checked in the driver"
 
 
 def sparkcep(capsys, *args) -> tuple[int, str, str]:
@@ -37,9 +43,32 @@ def sparkcep(capsys, *args) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def run_mode(capsys, mode, path, out, *more):
+def run_mode(capsys, mode, path, out, *more, query=QUERY):
     flags = ["--local"] if mode == "local" else []
-    return sparkcep(capsys, "run", QUERY, "--input", path, "--output", out, *flags, *more)
+    with checked_by(mode):
+        return sparkcep(capsys, "run", query, "--input", path, "--output", out, *flags, *more)
+
+
+@contextlib.contextmanager
+def checked_by(mode: str):
+    """Spark's checking pass for the mode spark-full, whatever the input's size."""
+    before = os.environ.pop(ENV, None)
+    if mode == "spark-full":
+        os.environ[ENV] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(ENV, None)
+        if before is not None:
+            os.environ[ENV] = before
+
+
+def checked_where(mode: str, stdout: str, path) -> None:
+    """The summary says where a Spark run checked the rows: in the driver for CSV in
+    the spark mode, in Spark otherwise."""
+    if mode != "local":
+        driver = mode == "spark" and str(path).endswith(".csv")
+        assert (DRIVER in " ".join(stdout.split())) == driver, stdout
 
 
 def one_line(code: int, err: str) -> str:
@@ -107,7 +136,7 @@ REJECTED_CASES = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CHECK_MODES)
 @pytest.mark.parametrize("case", list(REJECTED_CASES))
 def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, case):
     name, data, options, n_rows, reasons = REJECTED_CASES[case]
@@ -116,6 +145,7 @@ def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, 
     out = tmp_path / "m.jsonl"
     code, stdout, err = run_mode(capsys, mode, path, out, *options)
     assert code == 0, err
+    checked_where(mode, stdout, path)
     assert "Traceback" not in err
     rejected = jsonl(tmp_path / "m.rejected.jsonl")
     assert [r["reason"] for r in rejected] == reasons
@@ -130,7 +160,7 @@ def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, 
         assert rejected[0]["v"] == "caf\ufffd"
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CHECK_MODES)
 def test_a_bad_time_and_a_bad_number_cell_in_one_file(spark, capsys, tmp_path, mode):
     """Rows rejected by the first check (a time that is none: its cells as text) and by
     a later one (a cell of a column of numbers that is not one) go to one rejected file;
@@ -143,11 +173,10 @@ def test_a_bad_time_and_a_bad_number_cell_in_one_file(spark, capsys, tmp_path, m
         "9,C,4\n10,C,5\n11,C,5\n12,C,5\n"
     )
     out = tmp_path / "m.jsonl"
-    code, stdout, err = sparkcep(
-        capsys, "run", "PATTERN SEQ(A a, B b) WHERE b.v > a.v WITHIN 10", "--input", path,
-        "--output", out, *(["--local"] if mode == "local" else []),
-    )  # fmt: skip
+    query = "PATTERN SEQ(A a, B b) WHERE b.v > a.v WITHIN 10"
+    code, stdout, err = run_mode(capsys, mode, path, out, query=query)
     assert code == 0, err
+    checked_where(mode, stdout, path)
     reasons = [r["reason"] for r in jsonl(tmp_path / "m.rejected.jsonl")]
     assert reasons == ["ts is not an integer or a timestamp", "v: 'oops' is not a number"]
     assert int(summary(stdout)["events read"]) == 10
@@ -164,16 +193,17 @@ HEADER_CASES = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CHECK_MODES)
 @pytest.mark.parametrize("case", list(HEADER_CASES))
 def test_headers(spark, capsys, tmp_path, mode, case):
     data, message = HEADER_CASES[case]
     path = tmp_path / "h.csv"
     path.write_bytes(data)
     out = tmp_path / "m.jsonl"
-    code, _, err = run_mode(capsys, mode, path, out)
+    code, stdout, err = run_mode(capsys, mode, path, out)
     if message is None:
         assert code == 0, err
+        checked_where(mode, stdout, path)
         assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1)]
     else:
         line = one_line(code, err)
@@ -254,13 +284,14 @@ def test_negative_max_matches_is_a_usage_error(spark, capsys, tmp_path, mode):
     assert not (tmp_path / "m.jsonl").exists()
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CHECK_MODES)
 def test_duplicate_ids_are_counted_in_a_warning(spark, capsys, tmp_path, mode):
     events = tmp_path / "e.csv"
     events.write_text("id,ts,type\n7,1,A\n7,2,B\n8,3,B\n")
     out = tmp_path / "m.jsonl"
-    code, _, err = run_mode(capsys, mode, events, out, "--id", "id")
+    code, stdout, err = run_mode(capsys, mode, events, out, "--id", "id")
     assert code == 0, err
+    checked_where(mode, stdout, events)
     assert "1 event has the id of another event (--id id)" in err
     assert sorted((r["a"], r["b"]) for r in jsonl(out)) == [(7, 7), (7, 8)]
 

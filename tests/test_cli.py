@@ -15,8 +15,8 @@ EXAMPLE = ROOT / "examples" / "cpu_overload"
 SPARKCEP = [sys.executable, "-m", "sparkcep.cli"]
 
 
-def sparkcep(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="200")
+def sparkcep(*args, cwd=None, **env_vars) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200", **env_vars)
     return subprocess.run(
         [*SPARKCEP, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
     )
@@ -123,17 +123,26 @@ def test_explain_checks_against_the_input_columns():
 
 
 @pytest.mark.spark
-def test_run_through_spark_in_a_fresh_process(tmp_path):
-    """The demo: the main job through Spark local mode, as `make demo` runs it."""
+@pytest.mark.parametrize("limit", [None, "0"])
+def test_run_through_spark_in_a_fresh_process(tmp_path, limit):
+    """The demo: the main job through Spark local mode, as `make demo` runs it; its 12
+    rows checked in the driver, or (SPARKCEP_DRIVER_CHECK_BYTES=0) by Spark."""
     out = tmp_path / "matches.jsonl"
+    env = {} if limit is None else {"SPARKCEP_DRIVER_CHECK_BYTES": limit}
     done = sparkcep(
         "run", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv", "--output", out,
-        "--master", "local[2]",
+        "--master", "local[2]", **env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert read_jsonl(out) == read_jsonl(EXAMPLE / "expected.jsonl")
-    assert len(read_jsonl(tmp_path / "matches.rejected.jsonl")) == 2
-    assert "Spark (local[2])" in done.stdout
+    rejected = read_jsonl(tmp_path / "matches.rejected.jsonl")
+    assert [(r["__row"], r["reason"]) for r in rejected] == [
+        (10, "ts is missing"),
+        (11, "type is missing"),
+    ]
+    mode = next(line for line in done.stdout.splitlines() if line.startswith("mode"))
+    driver = "Spark (local[2]), rows checked in the driver (input under 1 MiB)"
+    assert (driver in mode) == (limit is None) and "Spark (local[2])" in mode
 
 
 @pytest.mark.parametrize("spark", [False, True])
