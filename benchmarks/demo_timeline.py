@@ -39,6 +39,8 @@ def _mark(text: str) -> None:
 
 def _wrap(module, name: str, label: str) -> None:
     inner = getattr(module, name)
+    if getattr(inner, "marked", False):
+        return
 
     @functools.wraps(inner)
     def marked(*args, **kwargs):
@@ -48,16 +50,20 @@ def _wrap(module, name: str, label: str) -> None:
         finally:
             _mark(f"{label} ends")
 
+    marked.marked = True
     setattr(module, name, marked)
 
 
 def traced_run(args: list[str]) -> None:
     _mark("Python runs")
+    sys.argv = ["sparkcep", *args]  # the command's (sparkcep._early reads them)
+    _trace_early()
     import sparkcep.cli as cli
 
     _mark("sparkcep.cli imported")
     from pyspark import context
 
+    import sparkcep._early as early
     import sparkcep.runners.driver_check as driver_check
     import sparkcep.runners.spark as spark
     import sparkcep.runners.spark_files as files
@@ -72,9 +78,17 @@ def traced_run(args: list[str]) -> None:
     _wrap(spark, "plan_queries", "plan")
     _wrap(spark, "compile_jobs", "compile")
     _wrap(files, "write_spark", "write_spark")
+    _wrap(early, "taken", "waiting for the session started early")
     _wrap(cli, "main", "sparkcep's main")
-    sys.argv = ["sparkcep", *args]
     cli.command()  # ends the process (os._exit)
+
+
+def _trace_early() -> None:
+    """A mark for the JVM's launch when `sparkcep._early` starts it, at the top of `import
+    sparkcep` (pyspark, which it imports first anyway, is imported here first)."""
+    from pyspark import context
+
+    _wrap(context, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
 
 
 # ---- the timeline of one process -----------------------------------------------------

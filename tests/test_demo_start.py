@@ -160,3 +160,60 @@ def test_the_exit_functions_run_before_the_fast_exit(tmp_path):
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "done"
     assert "SEQ(A a, B b)" in done.stdout  # flushed before the end
+
+
+# ---- the JVM started before the command's imports (sparkcep._early) ------------------
+
+
+def test_only_a_spark_run_of_one_file_starts_early(tmp_path):
+    from sparkcep._early import run_target
+
+    events = str(DEMO / "events.csv")
+    assert run_target(["run", "q.cep", "-i", events, "-o", "m.jsonl"]) == (None, events)
+    assert run_target(["run", "q.cep", f"--input={events}", "--master", "local[2]"]) == (
+        "local[2]",
+        events,
+    )
+    assert run_target(["run", "q.cep", "-i", events, "--local"]) is None
+    assert run_target(["run", "--help"]) is None
+    assert run_target(["explain", "q.cep", "-i", events]) is None
+    assert run_target(["run", "q.cep", "-i", str(tmp_path)]) is None  # a folder
+    assert run_target(["run", "q.cep", "-i", events, "-i", events]) is None  # twice
+    assert run_target(["run", "q.cep", "-i"]) is None  # no value
+
+
+EARLY = (
+    "import sys\n"
+    "sys.argv = ['sparkcep', 'run', 'q.cep', '-i', {events!r}, '--master', 'local[1]']\n"
+    "import sparkcep\n"
+    "from sparkcep import _early\n"
+    "started = _early.started('local[1]', {size})\n"
+    "print(started, flush=True)\n"
+    "if started:\n"
+    "    _early.taken('local[1]', {size}).stop()\n"
+)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("switch", [None, "0"])
+def test_the_command_starts_spark_before_its_imports(tmp_path, switch):
+    """`sparkcep run` through Spark: importing sparkcep starts the session (in a thread)
+    before it imports pandas; SPARKCEP_EARLY_START=0 leaves it to the command."""
+    events = DEMO / "events.csv"
+    script = EARLY.format(events=str(events), size=events.stat().st_size)
+    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_EARLY_START"}
+    if switch is not None:
+        env["SPARKCEP_EARLY_START"] = switch
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", script],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(switch is None)]
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
+    # importtime lists a module when its import ends: the session's module (pyspark with
+    # it) before pandas; without the early start, `import sparkcep` does not import it
+    if switch is None:
+        assert imported.index("sparkcep.runners.spark_session") < imported.index("pandas")
+    else:
+        assert "sparkcep.runners.spark_session" not in imported

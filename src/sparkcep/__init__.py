@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib
 
+# first: `sparkcep run` through Spark starts its JVM there, before the imports below
+from sparkcep import _early  # noqa: F401
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan import Options, Plan, analyze

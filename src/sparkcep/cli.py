@@ -386,13 +386,17 @@ def _start_spark(master, input, prepare=None):
     no JVM is done while the JVM starts); (the session, what `prepare` gave)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from sparkcep import _early
     from sparkcep.files import input_files
     from sparkcep.runners.spark_session import spark_session
 
     files, _ = input_files(input)  # a missing input is reported before the JVM starts
     size = sum(os.path.getsize(f) for f in files)
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
-        starting = pool.submit(spark_session, master, input_bytes=size)
+        if _early.started(master, size):  # at the top of sparkcep/__init__
+            starting = pool.submit(_early.taken, master, size)
+        else:
+            starting = pool.submit(spark_session, master, input_bytes=size)
         import sparkcep.runners.spark  # noqa: F401
 
         prepared = prepare() if prepare is not None else None

@@ -125,7 +125,10 @@ def worker_conf(
 def _log4j_config() -> str:
     from importlib.resources import files
 
-    return Path(str(files("sparkcep").joinpath("log4j2.properties"))).as_uri()
+    # the package itself, not its name: a session started while `sparkcep` is still
+    # being imported (`sparkcep._early`) does not wait for its import to end
+    package = sys.modules[__name__.split(".")[0]]
+    return Path(str(files(package).joinpath("log4j2.properties"))).as_uri()
 
 
 class SparkProgress:
