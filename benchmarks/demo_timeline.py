@@ -221,6 +221,8 @@ NOTES = """\
 | C1 compiling later (Tier3 thresholds x10) | 8.81 -> 9.79 s | no |
 | `-Xms1g -Xmn600m -XX:-UsePerfData` | 8.81 -> 8.58 s, 7.82 -> 7.68 CPU s: within the noise | no |
 | `sparkcep warmup`'s job once more with a tiny input's settings (their classes archived too) | 5.65 -> 5.64 s, 6.77 -> 6.67 CPU s (4 rounds) | no |
+| CSV under 1 MiB checked in the driver with the local runner's checks while the JVM starts (`runners/driver_check.py`): no checking pass, one Spark job (the matching and writing), the rejected rows written by pandas | 7.93 -> 5.46 s, 7.26 -> 4.84 CPU s (5 rounds, load 6.3 -> 3.5; same rounds: main's code 8.13 s, 7.38 CPU s) | yes |
+| the session started before the command's imports (`sparkcep._early`, from the top of `import sparkcep`): the JVM's launch at 0.11 s instead of about 0.6 s | 5.46 -> 5.11 s, 4.84 -> 4.74 CPU s (the same 5 rounds) | yes |
 
 The class archive matters as much as any of these: the one in this venv, recorded hours
 earlier by older code, gave the demo 6.33 s against 5.87 s with an archive recorded by
@@ -230,19 +232,27 @@ not to sparkcep's code: classes that newer code loads come from the jars. The ta
 rounds above was measured with `SPARKCEP_CDS_DIR` naming an archive just recorded by
 main's `sparkcep warmup`, the same for both codes.
 
-## What is left (sizes from the traced process, load 1.8; under load 2-4 about 1.4x)
+G2 CSV (1M events, 25 MB) is over 1 MiB: its rows are checked by Spark's checking pass
+as before; only its session starts earlier. Interleaved (3 rounds, load 3.0 -> 3.5, the
+same archive): main's code 20.05 s, 19.39 CPU s; this code 19.30 s, 19.15 CPU s (rounds
+20.05/16.39/20.59 and 19.98/16.44/19.30: within the noise); the 8,438 matches written are
+byte for byte the same.
 
-- Python before the JVM's launch, 0.55 s: importing `sparkcep.cli` (typer, rich, the
-  parser, and pandas and pyarrow through `sparkcep/__init__`) and checking the arguments.
-  The launch could start first, from a small entry module reading the command line.
-- The JVM's launch, 0.7 s (spark-submit's scripts, a launcher JVM that builds the
-  command, Spark's JVM until its gateway answers), and the session, 0.9 s.
-- The checking pass (`spark_rows.check_rows`), 2.9 s: 0.9 s of planning in the driver
-  before its job (execute makes about 4,900 py4j calls, 19 `withColumn` analyses among
-  them), the JVM's first task, 1.4 s for 12 rows (class loading, the CSV reader; 1.3
-  JVM CPU s), then 0.4 s to plan and compile the query and lay out its stages.
-- Matching and writing, 0.9 s (one job; the Python daemon and two workers start, 0.4 +
-  2 x 0.1 CPU s); the rejected rows, 0.16 s; the exit, 0.03 s.
+## What is left (sizes from the traced process above, load 3.5)
+
+- Python before the JVM's launch, 0.11 s (the session's module and pyspark are imported
+  first); pandas, pyarrow, typer, rich and the parser are imported while the JVM starts,
+  and the driver checks the 12 rows (0.16 s) before the session is up.
+- The JVM's launch (spark-submit's scripts, a launcher JVM, Spark's JVM until its
+  gateway answers), 1.4 s under this load, and the session, 1.3 s.
+- The valid rows to Spark and the query's DataFrame (`execute_driver_checked`), 0.65 s:
+  about 1,100 py4j calls, the JVM's first analysis of each kind of expression, the
+  Arrow batch of the rows (`createDataFrame`, about 0.4 s of it when cold).
+- Matching and writing, one Spark job, 1.6 s: the Python worker daemon and its workers
+  start (0.8 s of the middle stage); the rejected rows (pandas), under 0.01 s; the
+  exit, 0.05 s.
+- Through Spark's checking pass (`SPARKCEP_DRIVER_CHECK_BYTES=0`, and every input over
+  1 MiB or not CSV) the figures of the earlier table hold.
 """
 
 
