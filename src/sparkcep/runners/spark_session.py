@@ -51,8 +51,8 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession set up for sparkcep: local mode by default, UTC, UI off.
 
-    `input_bytes` (the size of the input, when known before the start) picks a lighter
-    driver for short runs: see `light_driver`."""
+    `input_bytes` (the size of the input unpacked, when known before the start:
+    files.data_bytes) picks a lighter driver for short runs: see `light_driver`."""
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None
