@@ -65,8 +65,10 @@ def start() -> None:
     if target is None:
         return
     master, path = target
-    size = os.path.getsize(path)
     from sparkcep.runners.spark_session import spark_session
+    from sparkcep.sizes import data_bytes
+
+    size = data_bytes([path])  # as the command sizes it (cli._start_spark)
 
     def starting() -> None:
         try:
@@ -86,13 +88,19 @@ def started(master: str | None, input_bytes: int) -> bool:
 
 def taken(master: str | None, input_bytes: int):
     """The session started early for this master and input size (waited for), or None
-    when none was."""
-    if not started(master, input_bytes):
+    when none was. One started for others is waited for and stopped (never the case
+    when the command reads its arguments as `run_target` does)."""
+    if not _early:
         return None
     _early["thread"].join()
     if "error" in _early:
         raise _early["error"]
-    return _early["session"]
+    session = _early["session"]
+    if not started(master, input_bytes):
+        session.stop()
+        _early.clear()
+        return None
+    return session
 
 
 start()

@@ -387,16 +387,17 @@ def _start_spark(master, input, prepare=None):
     from concurrent.futures import ThreadPoolExecutor
 
     from sparkcep import _early
-    from sparkcep.files import input_files
+    from sparkcep.files import data_bytes, input_files
     from sparkcep.runners.spark_session import spark_session
 
     files, _ = input_files(input)  # a missing input is reported before the JVM starts
-    size = sum(os.path.getsize(f) for f in files)
+    size = data_bytes(files)
+
+    def session():  # started at the top of `import sparkcep` (sparkcep._early), or now
+        return _early.taken(master, size) or spark_session(master, input_bytes=size)
+
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
-        if _early.started(master, size):  # at the top of sparkcep/__init__
-            starting = pool.submit(_early.taken, master, size)
-        else:
-            starting = pool.submit(spark_session, master, input_bytes=size)
+        starting = pool.submit(session)
         import sparkcep.runners.spark  # noqa: F401
 
         prepared = prepare() if prepare is not None else None

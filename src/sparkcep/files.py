@@ -18,6 +18,8 @@ from sparkcep.errors import DataError
 from sparkcep.failures import reading
 from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON
 from sparkcep.jsonlines import json_bytes
+from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
+from sparkcep.sizes import data_bytes as data_bytes
 
 FORMATS = {
     ".csv": "csv",

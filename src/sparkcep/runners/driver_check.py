@@ -1,5 +1,5 @@
 """A small input checked in the driver (issue 16 §3: no Spark job that the answer does not
-need). Below `driver_check_bytes()` of CSV, `sparkcep run` reads and checks the rows in
+need). Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run` reads and checks the rows in
 the driver with the local runner's reader and checks (`runners.local.check_events`), while
 the JVM starts, and hands Spark the valid rows with the column types Spark's checking pass
 would give them; the matching and writing run on Spark as for any input. The summary,
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError
-from sparkcep.files import input_files, read_pandas
+from sparkcep.files import data_bytes, input_files, read_pandas
 from sparkcep.inputs import CORRUPT, NULL_TOKENS, NUMERIC_SHARE, READ_REASON, REASON, ROW
 from sparkcep.plan import Options
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
@@ -90,7 +90,7 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
         files, fmt = input_files(path)
         if fmt != "csv" or options.pmf_col is not None:
             return None
-        if sum(os.path.getsize(f) for f in files) >= limit:
+        if data_bytes(files) >= limit:  # unpacked, as the session's settings count it
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
