@@ -91,9 +91,12 @@ def test_every_example_gives_the_same_both_ways(spark, capsys, monkeypatch, tmp_
     _, events, options, expected = example_files(folder)
     flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
     args = [folder / "query.cep", "-i", events, *flags]
-    # CSV under 1 MiB is checked in the driver; JSON lines, and the hospital trace (0.95
-    # MB of gzip, 18.7 MB of CSV), take the full path: run once, the default way.
-    small = events.endswith(".csv") and data_bytes([events]) < 2**20
+    # CSV under 1 MiB is checked in the driver; JSON lines take the full path (run once,
+    # the default way). The hospital trace (0.95 MB of gzip, 18.7 MB of CSV) takes the
+    # full path either way: tests/test_examples.py runs it through Spark.
+    if data_bytes([events]) >= 2**20:
+        pytest.skip("over 1 MiB unpacked: Spark's checking pass either way")
+    small = events.endswith(".csv")
     if small:
         driver, _ = both_ways(capsys, monkeypatch, tmp_path, *args)
     else:
