@@ -216,3 +216,24 @@ def test_the_size_limit_is_read_at_each_run(spark, capsys, monkeypatch, tmp_path
         == jsonl(tmp_path / "b.jsonl")
         == [{"start": 1, "end": 2, "a": 0, "b": 1}]
     )
+
+
+def test_explain_says_where_a_spark_run_checks_the_rows(capsys, monkeypatch, tmp_path):
+    events = tmp_path / "e.csv"
+    events.write_text("ts,type\n1,A\n2,B\n")  # 16 bytes
+    (tmp_path / "e.jsonl").write_text('{"ts": 1, "type": "A"}\n')
+    query = "PATTERN SEQ(A a, B b) WITHIN 5"
+
+    def said(path) -> str:
+        code, out, err = sparkcep(capsys, "explain", query, "-i", path)
+        assert code == 0, err
+        words = " ".join(out.split())
+        return words[words.index("rows checked ") :]
+
+    monkeypatch.delenv(ENV, raising=False)
+    assert said(events) == "rows checked in the driver by a Spark run (CSV under 1 MiB)"
+    assert said(tmp_path / "e.jsonl") == "rows checked by Spark's checking pass (json input)"
+    monkeypatch.setenv(ENV, "16")
+    assert said(events) == "rows checked by Spark's checking pass (16 bytes, not under 16 bytes)"
+    monkeypatch.setenv(ENV, "0")
+    assert said(events) == f"rows checked by Spark's checking pass ({ENV}=0)"

@@ -512,6 +512,11 @@ def explain(
         valid, _ = split_valid(frame, time_col=options.time_col, type_col=types, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
     out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
+    if input is not None:
+        from sparkcep.runners.driver_check import where_checked
+
+        rows = "rows        checked " + where_checked(input, options)
+        out.print(rows, highlight=False, markup=False)
 
 
 @dataclass

@@ -53,6 +53,23 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
+def where_checked(path: str, options: Options) -> str:
+    """Where `sparkcep run` through Spark checks the rows of this input, in words (for
+    `explain`): in the driver, or by Spark's checking pass, and why."""
+    limit = driver_check_bytes()
+    files, fmt = input_files(path)
+    size = data_bytes(files)
+    if fmt != "csv" or options.pmf_col is not None:
+        why = f"{fmt} input" if fmt != "csv" else "--pmf"
+    elif limit == 0:
+        why = f"{ENV}=0"
+    elif size >= limit:
+        why = f"{size:,} bytes, not under {size_text(limit)}"
+    else:
+        return f"in the driver by a Spark run (CSV under {size_text(limit)})"
+    return f"by Spark's checking pass ({why})"
+
+
 @dataclass
 class DriverChecked:
     """Rows checked in the driver, and what the Spark runner needs of them."""
