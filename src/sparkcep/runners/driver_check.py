@@ -1,14 +1,15 @@
 """A small input checked in the driver (issue 16 §3: no Spark job that the answer does not
-need). Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run` reads and checks the rows in
-the driver with the local runner's reader and checks (`runners.local.check_events`), while
-the JVM starts, and hands Spark the valid rows with the column types Spark's checking pass
-would give them; the matching and writing run on Spark as for any input. The summary,
-the rejected rows and the output are those of the full Spark path (docs/input.md).
+need). Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run`
+reads and checks the rows in the driver with the local runner's reader and checks
+(`runners.local.check_events`), while the JVM starts, and hands Spark the valid rows with
+the column types Spark's checking pass would give them; the matching and writing run on
+Spark as for any input. The summary, the rejected rows and the output are those of the
+full Spark path (docs/input.md).
 
 Only where the local reader reads as Spark does: CSV (any separator, --columns), with
 every column the queries read judged as Spark judges it. A column Spark would type
 otherwise (booleans, timestamps other than the time column, a column of integers with a
-few decimals), another format, or any error sends the run to the full path.
+few decimals), another format, --pmf, or any error sends the run to the full path.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            # pyspark's own notes (the session may be starting in another thread) are
+            # not the user's, as in cli.main
+            warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
             checked = _checked(path, reading, queries, options, limit)
         if checked is not None:
             checked.caught = [str(w.message) for w in caught]
