@@ -131,6 +131,13 @@ CASES = {
         "RETURN b.n AS n, a.m AS m",
         ["--columns", "ts,type,k,n,m", "--sep", ";"],
     ),
+    # The one A is in a malformed row: Spark counts its type among those that occur
+    # (its cells as the reader fills them), so no warning that no event is an A.
+    "a_type_only_in_a_malformed_row": (
+        "ts,type,v\n1,A,1,9\n2,B,2\n",
+        "PATTERN SEQ(A a, B b) WITHIN 5",
+        [],
+    ),
 }
 
 
@@ -155,6 +162,9 @@ def test_checks_give_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, ca
         said = " ".join(driver["warnings"])
         assert "1 event has the id of another event (--id id)" in said
         assert "no event has the type 'Cc'" in said
+    elif case == "a_type_only_in_a_malformed_row":
+        assert driver["rows"] == [] and driver["warnings"] == []
+        assert [(r["type"], r["reason"]) for r in driver["rejected"]] == [("A", "malformed row")]
     else:
         # key 1: A (n 3, m '2') then B (n 5, m '3') at row 2 (row 1's n is null); key 2:
         # A (n 1, m '5') and no later B with a larger m ('1' < '5'). m is text (5 of its 6

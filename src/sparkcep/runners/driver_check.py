@@ -134,12 +134,12 @@ def _checked(path, reading, queries, options: Options, limit: int) -> DriverChec
     events = check_events(frame, queries, options, typed=typed)
     if any(_typed_otherwise(frame, events.valid, c) for c in typed):
         return None
+    sep = reading.get("sep", ",")
     types = None
-    if type_col is not None:
-        types = {str(t) for t in frame[type_col].dropna().unique()}
-    return DriverChecked(
-        events, columns, options.id_col, len(frame), types, limit, sep=reading.get("sep", ",")
-    )
+    if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
+        filled = _malformed_cells(frame, columns, sep) if CORRUPT in frame.columns else frame
+        types = {str(t) for t in filled[type_col].dropna().unique()}
+    return DriverChecked(events, columns, options.id_col, len(frame), types, limit, sep=sep)
 
 
 def _malformed_cells(rows: pd.DataFrame, columns: list[str], sep: str) -> pd.DataFrame:
