@@ -112,16 +112,56 @@ def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...
 
 
 def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    """Rows sorted by `order` (lists of ids compare as tuples), stably."""
-    if len(frame) < 2:
+    """Rows sorted by `order` (lists of ids compare as tuples), stably; nulls come first.
+    A frame already in that order (with a 0..n-1 index) is returned as it is."""
+    if len(frame) < 2 or not order:
         return frame.reset_index(drop=True)
-    keys = []
+    keys = []  # least significant first, as np.lexsort takes them
     for name in reversed(order):
-        values = frame[name]
-        if values.dtype == object and len(values) and isinstance(values.iloc[0], list):
-            values = values.map(tuple)
-        keys.append(pd.factorize(values, sort=True)[0])
+        keys += sort_keys(frame[name])
+    if in_lexical_order(keys):
+        return frame if _plain_index(frame.index) else frame.reset_index(drop=True)
     return frame.iloc[np.lexsort(keys)].reset_index(drop=True)
+
+
+def sort_keys(values: pd.Series) -> list[np.ndarray]:
+    """Arrays whose lexical order (the last one first) is the order of `values`: nulls
+    first, then the values ascending (lists as tuples). Numbers and times are compared as
+    they are; other values are ranked first (factorized)."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return [values.to_numpy()]
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        return [np.where(missing, 0.0, numbers), ~missing] if missing.any() else [numbers]
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iub":
+        missing = values.isna().to_numpy()
+        numbers = values.to_numpy(dtype=dtype.numpy_dtype, na_value=0)
+        return [numbers, ~missing] if missing.any() else [numbers]
+    if dtype.kind in "mM" and isinstance(dtype, np.dtype | pd.DatetimeTZDtype):
+        return [values.array.asi8]  # NaT is the smallest integer: first, as nulls are
+    if dtype.kind == "O" and isinstance(values.iloc[0], list):
+        values = values.map(tuple)
+    return [pd.factorize(values, sort=True)[0]]
+
+
+def in_lexical_order(keys: list[np.ndarray]) -> bool:
+    """Whether the rows are in lexical order of `keys` (the last one first), each row
+    against the next."""
+    undecided = np.ones(len(keys[0]) - 1, dtype=bool)
+    for key in reversed(keys):
+        before, after = key[:-1], key[1:]
+        if (undecided & (after < before)).any():
+            return False
+        undecided &= after == before
+        if not undecided.any():
+            return True
+    return True
+
+
+def _plain_index(index: pd.Index) -> bool:
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 class Program(ABC):
