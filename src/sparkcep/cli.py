@@ -283,33 +283,38 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
     frame = read_pandas(input, **reading)
     status.update(f"matching {len(frame):,} events")
     engine_start = time.time()
-    result = execute_local(frame, text, options)
+    result = execute_local(frame, text, options, count_only=output is None)  # --count
     engine_seconds = time.time() - engine_start
     if output is not None:
         status.update("writing " + output)
         write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
+    rows = result.row_count
     return Summary(
         mode="local (pandas, no Spark)",
         events=result.events_read,
         rejected=len(result.rejected),
         partitions=_partitions_local(result),
-        rows=len(result.matches),
+        rows=rows,
         label=result.label,
         engine_seconds=engine_seconds,
         warnings=result.warnings,
-        capped=options.max_matches is not None and len(result.matches) >= options.max_matches,
+        capped=options.max_matches is not None and rows >= options.max_matches,
     )
 
 
 def _partitions_local(result) -> str:
     """How the stream was partitioned, in words: the key, and how many keys have rows
-    when the rows show the key."""
+    when the rows show the key (not when they were only counted)."""
     key = list(result.plan.key)
     if not key:
         return "1 (no key)"
     text = f"keyed by {', '.join(key)}"
-    if len(result.matches) and set(key) <= set(result.matches.columns):
+    if (
+        result.matches is not None
+        and len(result.matches)
+        and set(key) <= set(result.matches.columns)
+    ):
         keys = int(result.matches[key].drop_duplicates().shape[0])
         text += f" ({keys:,} {'key has' if keys == 1 else 'keys have'} rows)"
     return text

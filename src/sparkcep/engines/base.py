@@ -274,6 +274,11 @@ class Program(ABC):
         out = self.process(state, events, owned=owned)
         return self.concat([out, self.flush(state)], events)
 
+    def count(self, events: pd.DataFrame, *, owned: np.ndarray | None = None) -> int:
+        """How many rows `run` gives over the same events (`run --count`). This default
+        builds them; an engine that can count without building them overrides it."""
+        return len(self.run(events, owned=owned))
+
     # ---- helpers for programs
     def sort_columns(self, segment_cols: Sequence[str] = ()) -> list[str]:
         """Processing order: segment, time, tie-break, id."""
@@ -383,8 +388,12 @@ def register(engine: Engine) -> Engine:
 def choose(plan: Plan) -> Engine:
     """The engine for a plan: the one `--algorithm` names, else the first registered one
     that answers it."""
-    _load_engines()
     wanted = plan.options.algorithm
+    if wanted is None:
+        first = _first_engine()
+        if first.reason(plan) is None:  # first in the order: the others need no import
+            return first
+    _load_engines()
     if wanted is not None:
         if wanted not in ENGINES:
             raise SparkcepError(f"unknown algorithm '{wanted}' (known: {', '.join(ENGINES)})")
@@ -404,6 +413,7 @@ def choose(plan: Plan) -> Engine:
 
 def declined(plan: Plan, chosen: Engine) -> list[tuple[str, str]]:
     """The engines tried before `chosen` and why they declined (for `explain`)."""
+    _load_engines()
     out = []
     for engine in ENGINES.values():
         if engine is chosen:
@@ -434,6 +444,17 @@ def compile_jobs(
 
 
 _LOADED = False
+# The order `choose` tries engines in (engines not named here come after).
+ORDER = ("nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows")
+ORDER += ("episodes", "tofel", "directmatch", "match_recognize", "funnel")
+
+
+def _first_engine() -> Engine:
+    """The engine `choose` tries first, its package alone imported (a run whose queries
+    it answers imports no other engine)."""
+    from sparkcep.engines import nfa  # noqa: F401
+
+    return ENGINES[ORDER[0]]
 
 
 def _load_engines() -> None:
@@ -456,11 +477,9 @@ def _load_engines() -> None:
     )
     from sparkcep.engines.ayac import engine  # noqa: F401
 
-    order = ["nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows"]
-    order += ["episodes", "tofel", "directmatch", "match_recognize", "funnel"]
     ranked = sorted(
         ENGINES.items(),
-        key=lambda item: (item[0] not in order, order.index(item[0]) if item[0] in order else 0),
+        key=lambda item: (item[0] not in ORDER, ORDER.index(item[0]) if item[0] in ORDER else 0),
     )
     ENGINES.clear()
     ENGINES.update(ranked)

@@ -147,6 +147,26 @@ class NfaProgram(Program):
                 out = self._with_timeouts(out, state.buffer, state.latest, None)
         return self._skipped(state, out, None, final=True)
 
+    def count(self, events: pd.DataFrame, *, owned=None) -> int:
+        """`run`'s rows counted by the matcher, not built (the same process and flush).
+        AFTER MATCH SKIP and OUTPUT TIMEOUTS choose or add rows from built ones: with
+        them, the rows are built and counted."""
+        if self._skips or self._timeouts:
+            return super().count(events, owned=owned)
+        ticks = self.check_time_order(events, None)
+        if not len(ticks):
+            return 0
+        latest = int(ticks.max())
+        frame = events.reset_index(drop=True)
+        n = self._count(frame, None, (None, latest), owned)
+        if self._trailing:  # what `flush` releases
+            n += self._count(self._window_tail(frame, latest), None, (latest, None), None, True)
+        return n
+
+    def _count(self, frame, ends, released, starts, trailing_only=False) -> int:
+        runs = self._plan_runs(frame, ends, released, starts, trailing_only)
+        return sum(matcher.count(**args) for _, _, _, matcher, args in runs)
+
     # ---- OUTPUT TIMEOUTS
     def _with_timeouts(self, out: pd.DataFrame, frame, after, upto) -> pd.DataFrame:
         """`out` and the partial matches that timed out in (after, upto] (timeouts.py)."""
