@@ -89,14 +89,18 @@ def test_count_of_a_hand_computed_stream():
 
 def test_a_run_the_first_engine_answers_imports_no_other_engine():
     """The engines are imported as `choose` needs them: nfa, first in the order, answers
-    a plain pattern, and no other engine package is imported (issue 16 §5: imports)."""
+    a plain pattern, and no other engine package is imported, nor the SQL form's
+    language (issue 16 §5: imports)."""
     code = (
         "import sys, pandas as pd; from sparkcep import run_local; "
         "e = pd.DataFrame({'type': ['A', 'B'], 'ts': [1, 2]}); "
         "assert len(run_local(e, 'PATTERN SEQ(A a, B b) WITHIN 5').matches) == 1; "
         "print(sorted({m.split('.')[2] for m in sys.modules if m.startswith('sparkcep.engines.')"
-        " and m.count('.') >= 2}))"
+        " and m.count('.') >= 2})); "
+        "print([m for m in sys.modules if m.endswith('match_recognize')])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["['arrays',", "'base',", "'nfa',", "'state']"]
+    engines, sql = done.stdout.splitlines()
+    assert engines == "['arrays', 'base', 'nfa', 'state']"
+    assert sql == "[]"

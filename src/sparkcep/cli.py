@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
+from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
-from sparkcep.plan.match_recognize import is_match_recognize, query_options
 
 app = typer.Typer(
     add_completion=False,
@@ -260,7 +260,7 @@ def run(
         prune=prune, memory_budget=_budget(memory_budget),
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     with err.status("starting") as status:
         if local:
             reading = _reading(sep, columns)
@@ -273,6 +273,16 @@ def run(
             )
     summary.seconds = time.time() - started
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
+
+
+def _query_options(text: str, options: Options) -> Options:
+    """MATCH_RECOGNIZE: the time and tie-break come from ORDER BY (its modules are
+    imported for such a query only)."""
+    if not is_match_recognize(text):
+        return options
+    from sparkcep.plan.match_recognize import query_options
+
+    return query_options(text, options)
 
 
 def _run_local(text, input, output, rejected_path, options, reading, status) -> Summary:
@@ -482,7 +492,7 @@ def explain(
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     if input is not None:
         from sparkcep.files import read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
@@ -578,7 +588,7 @@ def stream(
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
         memory_budget=_budget(memory_budget),
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     sinks = StreamSinks(
         output,
         late or os.path.join(output, "late"),
