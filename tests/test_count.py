@@ -104,3 +104,27 @@ def test_a_run_the_first_engine_answers_imports_no_other_engine():
     engines, sql = done.stdout.splitlines()
     assert engines == "['arrays', 'base', 'nfa', 'state']"
     assert sql == "[]"
+
+
+def test_count_holds_no_matches_so_it_counts_past_the_memory_budget():
+    """A run that builds rows stops at the memory budget; the count holds only the
+    partial matches on the way, so it gives the number (pairs A before B within 50)."""
+    import pytest
+
+    from sparkcep.engines.nfa import TooManyMatches
+
+    n = 400
+    events = pd.DataFrame({"type": ["A", "B"] * (n // 2), "ts": range(n), "id": range(n)})
+    query = "PATTERN SEQ(A a, B b) WITHIN 50"
+    types = events["type"].tolist()
+    pairs = sum(
+        1
+        for i in range(n)
+        for j in range(i + 1, min(n, i + 50))
+        if types[i] == "A" and types[j] == "B"
+    )
+    options = Options(id_col="id", memory_budget=300_000)
+    with pytest.raises(TooManyMatches):
+        execute_local(events, query, options)
+    assert execute_local(events, query, options, count_only=True).row_count == pairs
+    assert len(execute_local(events, query, Options(id_col="id")).matches) == pairs

@@ -34,6 +34,7 @@ from sparkcep.inputs import (
     text_warning,
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
+from sparkcep.prep.table import MASK
 
 
 @dataclass
@@ -112,7 +113,7 @@ def _run_programs(programs: list[Program], valid: pd.DataFrame, cap: int | None,
     once over the valid events in its processing order; at most `cap` rows in all."""
     outs, counted, tied = [], 0, 0
     for program in programs:
-        events = program.in_order(valid)
+        events = program.in_order(_seen(program, valid))
         if count_only:
             counted += program.count(events)
         else:
@@ -122,6 +123,15 @@ def _run_programs(programs: list[Program], valid: pd.DataFrame, cap: int | None,
         return None, counted if cap is None else min(counted, cap), tied
     rows = merge_rows(programs, outs)
     return (rows if cap is None else rows.head(cap)), None, tied
+
+
+def _seen(program: Program, valid: pd.DataFrame) -> pd.DataFrame:
+    """The events a program is given, as the Spark runner gives them (runners/spark.py,
+    `_laid_out`): with their component bitmask (MASK, computed once), and without the
+    rows no component can take unless the program sees every event."""
+    mask = program.mask(valid)
+    events = valid.assign(**{MASK: mask})
+    return events if program.keep_unmatched else events[mask != 0]
 
 
 def unknown_types(plans: list[Plan], present: set) -> list[str]:
