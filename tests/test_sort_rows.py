@@ -8,6 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.engines.arrays import lexsort
 from sparkcep.engines.base import sort_rows
 
 # Few distinct values, so that ties (and so stability) are common.
@@ -99,3 +100,31 @@ def test_sort_rows_orders_nulls_first_then_values():
     assert sort_rows(frame, ["f"])["row"].tolist() == [0, 2, 3, 4, 1]
     ids = pd.DataFrame({"b": [[2, 1], [1, 5, 0], [1, 5], [2]], "row": range(4)})
     assert sort_rows(ids, ["b"])["row"].tolist() == [2, 1, 3, 0]  # (1,5) < (1,5,0) < (2,)
+
+
+@st.composite
+def key_lists(draw):
+    """Keys of one length: small and large integers (some negative), bools, floats, and
+    keys that repeat another (left out by `lexsort`)."""
+    n = draw(st.integers(0, 15))
+    elements = [
+        st.integers(0, 3),
+        st.integers(-2, 2),
+        st.integers(2**31 - 2, 2**31 + 1),
+        st.booleans(),
+        st.floats(allow_nan=False, width=32),
+    ]
+    keys = []
+    for _ in range(draw(st.integers(1, 5))):
+        if keys and draw(st.integers(0, 3)) == 0:
+            keys.append(keys[draw(st.integers(0, len(keys) - 1))].copy())
+        else:
+            values = draw(st.lists(draw(st.sampled_from(elements)), min_size=n, max_size=n))
+            keys.append(np.array(values) if values else np.zeros(0, dtype=np.int64))
+    return keys
+
+
+@settings(max_examples=300, deadline=None)
+@given(key_lists())
+def test_lexsort_in_fewer_passes_is_numpys_lexsort(keys):
+    assert lexsort(keys).tolist() == np.lexsort(keys).tolist()

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from sparkcep.engines.arrays import lexsort
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
@@ -121,7 +122,7 @@ def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.Dat
         keys += sort_keys(frame[name])
     if in_lexical_order(keys):
         return frame if _plain_index(frame.index) else frame.reset_index(drop=True)
-    return frame.iloc[np.lexsort(keys)].reset_index(drop=True)
+    return frame.iloc[lexsort(keys)].reset_index(drop=True)
 
 
 def sort_keys(values: pd.Series) -> list[np.ndarray]:

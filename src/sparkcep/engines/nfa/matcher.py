@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sparkcep.budget import DEFAULT_MEMORY_BUDGET, describe_size
+from sparkcep.engines.arrays import lexsort
 from sparkcep.engines.arrays import ranges as _ranges
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import Vec, evaluate, truth
@@ -721,7 +722,7 @@ class PatternMatcher:
         """
         keys = [m.positions[c.var] for c in reversed(self.positives) if not c.kleene]
         keys += [m.first, m.last, m.segment]
-        return np.lexsort(keys)
+        return lexsort(keys)
 
     def _return_values(self, column, F: Frontier) -> list:
         n = len(F)
