@@ -114,3 +114,21 @@ def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir,
     first = (tmp_path / "first.jsonl").read_text()
     assert first == (tmp_path / "second.jsonl").read_text() == local.read_text()
     assert len(first.splitlines()) == 2
+
+
+@pytest.mark.spark
+def test_a_jvm_that_cannot_start_still_says_why_on_stderr(tmp_path):
+    """The JVM's stderr passes through sparkcep's filter (which drops only the
+    incubator-modules notice): the launcher's own reason for refusing to start reaches
+    stderr, before Python's error."""
+    code = (
+        "from sparkcep.runners.spark_session import spark_session\n"
+        "spark_session(**{'spark.driver.extraJavaOptions': '-Xmx1k'})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode != 0
+    said = done.stderr.find("Not allowed to specify max heap")
+    assert said != -1, done.stderr
+    assert said < done.stderr.find("JAVA_GATEWAY_EXITED")

@@ -383,11 +383,11 @@ def _start_spark(master, input):
     while the JVM starts)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sparkcep.files import input_files
+    from sparkcep.files import data_bytes, input_files
     from sparkcep.runners.spark_session import spark_session
 
     files, _ = input_files(input)  # a missing input is reported before the JVM starts
-    size = sum(os.path.getsize(f) for f in files)
+    size = data_bytes(files)
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
         starting = pool.submit(spark_session, master, input_bytes=size)
         import sparkcep.runners.spark  # noqa: F401

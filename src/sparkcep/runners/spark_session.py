@@ -51,8 +51,8 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession set up for sparkcep: local mode by default, UTC, UI off.
 
-    `input_bytes` (the size of the input, when known before the start) picks a lighter
-    driver for short runs: see `light_driver`."""
+    `input_bytes` (the size of the input unpacked, when known before the start:
+    files.data_bytes) picks a lighter driver for short runs: see `light_driver`."""
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None
@@ -60,30 +60,30 @@ def spark_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master or "local[*]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.adaptive.enabled", "true")
-    )
+    settings = {
+        "spark.master": master or "local[*]",
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+    }
     archive = archive_options() if fresh else []
     light_options, light_conf = light_driver(input_bytes)
-    for key, value in worker_conf(master, archive, conf, light_options).items():
-        builder = builder.config(key, value)
+    settings.update(worker_conf(master, archive, conf, light_options))
     java_options = [f"-Dlog4j2.configurationFile={_log4j_config()}", *archive]
     java_options += light_options
-    for key, value in light_conf.items():
-        builder = builder.config(key, value)
+    settings.update(light_conf)
     extra = conf.pop("spark.driver.extraJavaOptions", None)
     if extra:
         java_options.append(extra)
-    builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
+    settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
+    settings.update({key: str(value) for key, value in conf.items()})
+    if fresh:
+        launch_quietly(settings)
+    builder = SparkSession.builder.config(map=settings)
     spark = builder.getOrCreate()
     if fresh and archive:
         gateway = spark.sparkContext._gateway
@@ -95,6 +95,52 @@ def spark_session(
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return spark
+
+
+JVM_NOTICES = (b"WARNING: Using incubator modules",)
+
+
+def launch_quietly(settings: dict[str, str]) -> None:
+    """Launch Spark's JVM (the py4j gateway) as PySpark would, with `settings`, but with
+    its stderr passed on through a filter that drops JVM_NOTICES: Spark's launcher adds
+    `--add-modules=jdk.incubator.vector` to every JVM, and Java then prints a warning
+    line on every run that tells a user nothing. Every other line the JVM writes
+    (errors included) reaches stderr as before. Nothing is done when the gateway exists
+    already or is given (PYSPARK_GATEWAY_PORT)."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    # popen_kwargs is PySpark's documented hook for capturing the JVM's output.
+    reading, writing = os.pipe()
+    forward = threading.Thread(
+        target=_pass_on, args=(reading,), daemon=True, name="sparkcep-jvm-stderr"
+    )
+    forward.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": writing})
+    except BaseException:
+        os.close(writing)
+        forward.join(timeout=5)  # the JVM's last words (why it did not start) first
+        raise
+    os.close(writing)  # the JVM holds its own end
+    with SparkContext._lock:
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+def _pass_on(reading: int) -> None:
+    """Copy the JVM's stderr to this process's, line by line, without JVM_NOTICES."""
+    with os.fdopen(reading, "rb") as pipe:
+        for line in iter(pipe.readline, b""):
+            if not line.startswith(JVM_NOTICES):
+                os.write(2, line)
 
 
 def worker_conf(
