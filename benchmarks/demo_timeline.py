@@ -61,7 +61,7 @@ def traced_run(args: list[str]) -> None:
     import sparkcep.cli as cli
 
     _mark("sparkcep.cli imported")
-    from pyspark import context
+    from pyspark import java_gateway
 
     import sparkcep._early as early
     import sparkcep.runners.driver_check as driver_check
@@ -69,7 +69,7 @@ def traced_run(args: list[str]) -> None:
     import sparkcep.runners.spark_files as files
     import sparkcep.runners.spark_session as session
 
-    _wrap(context, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
+    _wrap(java_gateway, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
     _wrap(session, "spark_session", "Spark session")
     _wrap(files, "read_spark", "read_spark (the CSV's header, the DataFrame)")
     _wrap(spark, "execute", "execute (the checking pass, plan, compile)")
@@ -85,10 +85,11 @@ def traced_run(args: list[str]) -> None:
 
 def _trace_early() -> None:
     """A mark for the JVM's launch when `sparkcep._early` starts it, at the top of `import
-    sparkcep` (pyspark, which it imports first anyway, is imported here first)."""
-    from pyspark import context
+    sparkcep` (pyspark, which it imports first anyway, is imported here first;
+    spark_session.launch_quietly imports `launch_gateway` from its module when called)."""
+    from pyspark import java_gateway
 
-    _wrap(context, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
+    _wrap(java_gateway, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
 
 
 # ---- the timeline of one process -----------------------------------------------------

@@ -79,22 +79,33 @@ def _env(src: str | None = None) -> dict:
 
 def timed(args: list[str], env: dict, python: str | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one process and every process it
-    starts, the JVM too (sampled from /proc while they run: a process's last moments
-    before exiting may be missed). `python`: the interpreter (default: this one)."""
+    starts, the JVM too (sampled from /proc every 0.1 s while they run, and the process
+    itself once more when it has ended: a started process's last moments before exiting
+    may be missed). The wall time ends when the process does, not at the next sample.
+    `python`: the interpreter (default: this one)."""
     start = time.perf_counter()
     child = subprocess.Popen(
         [python or sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env,
     )  # fmt: skip
     seen: dict[int, float] = {}
-    while child.poll() is None:
-        seen.update(_tree_cpu(child.pid))
-        time.sleep(0.1)
-    _, stderr = child.communicate()
+    sampled = 0.0
+    while not _ended(child.pid):
+        if time.perf_counter() - sampled >= 0.1:
+            seen.update(_tree_cpu(child.pid))
+            sampled = time.perf_counter()
+        time.sleep(0.002)
     seconds = time.perf_counter() - start
+    seen.update(_tree_cpu(child.pid))  # ended, not yet reaped: its CPU is final
+    _, stderr = child.communicate()
     if child.returncode != 0:
         raise RuntimeError(f"{args}: {stderr[-2000:]}")
     return seconds, sum(seen.values())
+
+
+def _ended(pid: int) -> bool:
+    """Whether the process has ended (it is left unreaped, so /proc still shows it)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 def _tree_cpu(root: int) -> dict[int, float]:

@@ -169,6 +169,39 @@ def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
     assert [p.name for p in tmp_path.iterdir()] == ["bad"]
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "PATTERN SEQ(A a, B b, C c) WITHIN 30",
+        "PATTERN SEQ(A a, B+ b[]) WHERE [k] WITHIN 20 AFTER MATCH SKIP PAST LAST EVENT",
+        "PATTERN SEQ(A a, B b) WHERE [k] GROUP BY k AGG COUNT WITHIN 25",
+        "QUERY x: PATTERN SEQ(A a, C c, !B b) WITHIN 20; QUERY y: PATTERN SEQ(C c, A a) WITHIN 9;",
+    ],
+)
+@pytest.mark.parametrize("cap", [None, 40])
+def test_local_count_prints_the_number_of_rows_written(tmp_path, query, cap):
+    """Issue 16 §5: `--local --count` counts without building the rows where it can; the
+    number is the one of the rows a run writes, --max-matches too."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    n = 300
+    events = pd.DataFrame(
+        {"type": rng.choice(list("ABC"), n), "k": rng.integers(0, 3, n), "ts": np.arange(n)}
+    )
+    events.to_csv(tmp_path / "events.csv", index=False)
+    args = ["run", query, "-i", "events.csv", "--local"]
+    args += ["--max-matches", cap] if cap else []
+    written = sparkcep(*args, "-o", "rows.jsonl", cwd=tmp_path)
+    counted = sparkcep(*args, "--count", cwd=tmp_path)
+    assert written.returncode == 0 and counted.returncode == 0, written.stderr + counted.stderr
+    line = next(x for x in counted.stdout.splitlines() if "(counted, not written)" in x)
+    rows = len(read_jsonl(tmp_path / "rows.jsonl"))
+    assert int(line.split()[1].replace(",", "")) == rows
+    assert rows > 0 and (cap is None or rows <= cap)
+
+
 def _in_a_terminal(args: list, cwd: Path) -> tuple[int, str]:
     """Run the command with a pseudo-terminal as its stdin, stdout and stderr; its exit
     code and everything it wrote."""

@@ -50,6 +50,17 @@ def test_example_locally(folder, tmp_path):
     assert read_jsonl(out) == expected
 
 
+@pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
+def test_example_counted_locally(folder):
+    """`run --local --count`'s path counts as many rows as the expected output has."""
+    from sparkcep.plan import Options
+    from sparkcep.runners.local import execute_local
+
+    query, events, options, expected = example_files(folder)
+    result = execute_local(read_pandas(events), query, Options(**options), count_only=True)
+    assert result.matches is None and result.row_count == len(expected)
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_example_through_spark(folder, tmp_path, spark):

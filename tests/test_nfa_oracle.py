@@ -80,3 +80,24 @@ QUERY_1_STREAM = pd.DataFrame(
 def test_sase_query_1_through_the_engine(strategy, bs):
     got = run_local(QUERY_1_STREAM, QUERY_1 + strategy, id_col="id").matches
     assert got[["a", "b", "c", "d"]].values.tolist() == [[10, b, 13, 14] for b in bs]
+
+
+def test_a_query_run_with_one_that_ends_in_a_negation_gives_its_rows_once():
+    """The window closing releases the matches of the query that ends in a negation,
+    not again those of the other query (A1 B2 A3 B4, no C: three matches each)."""
+    from sparkcep.engines.base import compile_jobs
+    from sparkcep.plan import Options, plan_queries
+
+    events = pd.DataFrame({"type": list("ABAB"), "ts": [1, 2, 3, 4], "id": [0, 1, 2, 3]})
+    text = (
+        "QUERY x: PATTERN SEQ(A a, B b) WITHIN 10; QUERY y: PATTERN SEQ(A a, B b, !C c) WITHIN 10;"
+    )
+    expected = sorted((q, a, b) for q in "xy" for a, b in [(0, 1), (0, 3), (2, 3)])
+    got = run_local(events, text, id_col="id").matches
+    assert sorted(zip(got["query"], got["a"], got["b"])) == expected
+    options = Options(id_col="id")
+    (program,) = compile_jobs(*plan_queries(text, None, options), options)
+    state = program.new_state()  # a stream: the watermark passes the window, then the end
+    parts = [program.process(state, events), program.advance(state, 20), program.flush(state)]
+    rows = pd.concat(parts)
+    assert sorted(zip(rows["query"], rows["a"], rows["b"])) == expected

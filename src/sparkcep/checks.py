@@ -15,7 +15,8 @@ The checks, for the events of each partition of the stream fed in time order:
 - events that go back in time raise the same `DataError`;
 - empty input and a single event give rows of the declared columns;
 - the output has exactly the declared columns, in order, and the same input gives the
-  same rows in the same order.
+  same rows in the same order;
+- `count` is the number of rows `run` gives (with events owned by a time range too).
 
 >>> from sparkcep.engines.base import ENGINES, choose
 >>> from sparkcep.plan import analyze
@@ -75,6 +76,7 @@ def yield_checks(engine: Engine) -> Iterator[Check]:
     yield check_out_of_order_is_a_data_error
     yield check_empty_input_and_one_event
     yield check_declared_columns_and_determinism
+    yield check_count_is_the_number_of_rows
 
 
 def check_engine(engine: Engine, events: pd.DataFrame | None = None, seeds: int = 3) -> None:
@@ -219,3 +221,13 @@ def check_declared_columns_and_determinism(program: Program, events: pd.DataFram
     for col in program.output:
         if col.is_list and len(first):
             assert all(isinstance(v, list | np.ndarray) for v in first[col.name])
+
+
+def check_count_is_the_number_of_rows(program: Program, events: pd.DataFrame) -> None:
+    ordered = program.in_order(events)
+    assert program.count(ordered) == len(program.run(ordered)), "count is not len(rows)"
+    if program.reach[0] is None or not len(ordered):
+        return  # a program without reach runs whole, never on a time range
+    owned = np.random.default_rng(len(ordered)).random(len(ordered)) < 0.7
+    rows = program.run(ordered, owned=owned)
+    assert program.count(ordered, owned=owned) == len(rows), "count is not len(rows), owned"

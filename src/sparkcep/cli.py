@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
+from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
-from sparkcep.plan.match_recognize import is_match_recognize, query_options
 
 app = typer.Typer(
     add_completion=False,
@@ -260,7 +260,7 @@ def run(
         prune=prune, memory_budget=_budget(memory_budget),
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     with err.status("starting") as status:
         if local:
             reading = _reading(sep, columns)
@@ -275,6 +275,16 @@ def run(
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
 
 
+def _query_options(text: str, options: Options) -> Options:
+    """MATCH_RECOGNIZE: the time and tie-break come from ORDER BY (its modules are
+    imported for such a query only)."""
+    if not is_match_recognize(text):
+        return options
+    from sparkcep.plan.match_recognize import query_options
+
+    return query_options(text, options)
+
+
 def _run_local(text, input, output, rejected_path, options, reading, status) -> Summary:
     from sparkcep.files import read_pandas, write_pandas
     from sparkcep.runners.local import execute_local
@@ -283,33 +293,38 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
     frame = read_pandas(input, **reading)
     status.update(f"matching {len(frame):,} events")
     engine_start = time.time()
-    result = execute_local(frame, text, options)
+    result = execute_local(frame, text, options, count_only=output is None)  # --count
     engine_seconds = time.time() - engine_start
     if output is not None:
         status.update("writing " + output)
         write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
+    rows = result.row_count
     return Summary(
         mode="local (pandas, no Spark)",
         events=result.events_read,
         rejected=len(result.rejected),
         partitions=_partitions_local(result),
-        rows=len(result.matches),
+        rows=rows,
         label=result.label,
         engine_seconds=engine_seconds,
         warnings=result.warnings,
-        capped=options.max_matches is not None and len(result.matches) >= options.max_matches,
+        capped=options.max_matches is not None and rows >= options.max_matches,
     )
 
 
 def _partitions_local(result) -> str:
     """How the stream was partitioned, in words: the key, and how many keys have rows
-    when the rows show the key."""
+    when the rows show the key (not when they were only counted)."""
     key = list(result.plan.key)
     if not key:
         return "1 (no key)"
     text = f"keyed by {', '.join(key)}"
-    if len(result.matches) and set(key) <= set(result.matches.columns):
+    if (
+        result.matches is not None
+        and len(result.matches)
+        and set(key) <= set(result.matches.columns)
+    ):
         keys = int(result.matches[key].drop_duplicates().shape[0])
         text += f" ({keys:,} {'key has' if keys == 1 else 'keys have'} rows)"
     return text
@@ -501,7 +516,7 @@ def explain(
         tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
         time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     if input is not None:
         from sparkcep.files import read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
@@ -602,7 +617,7 @@ def stream(
         tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
         memory_budget=_budget(memory_budget),
     )  # fmt: skip
-    options = query_options(text, options)  # MATCH_RECOGNIZE: time and tie-break from ORDER BY
+    options = _query_options(text, options)
     sinks = StreamSinks(
         output,
         late or os.path.join(output, "late"),

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from sparkcep.engines.arrays import lexsort
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
@@ -112,16 +113,56 @@ def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...
 
 
 def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    """Rows sorted by `order` (lists of ids compare as tuples), stably."""
-    if len(frame) < 2:
+    """Rows sorted by `order` (lists of ids compare as tuples), stably; nulls come first.
+    A frame already in that order (with a 0..n-1 index) is returned as it is."""
+    if len(frame) < 2 or not order:
         return frame.reset_index(drop=True)
-    keys = []
+    keys = []  # least significant first, as np.lexsort takes them
     for name in reversed(order):
-        values = frame[name]
-        if values.dtype == object and len(values) and isinstance(values.iloc[0], list):
-            values = values.map(tuple)
-        keys.append(pd.factorize(values, sort=True)[0])
-    return frame.iloc[np.lexsort(keys)].reset_index(drop=True)
+        keys += sort_keys(frame[name])
+    if in_lexical_order(keys):
+        return frame if _plain_index(frame.index) else frame.reset_index(drop=True)
+    return frame.iloc[lexsort(keys)].reset_index(drop=True)
+
+
+def sort_keys(values: pd.Series) -> list[np.ndarray]:
+    """Arrays whose lexical order (the last one first) is the order of `values`: nulls
+    first, then the values ascending (lists as tuples). Numbers and times are compared as
+    they are; other values are ranked first (factorized)."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return [values.to_numpy()]
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        return [np.where(missing, 0.0, numbers), ~missing] if missing.any() else [numbers]
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iub":
+        missing = values.isna().to_numpy()
+        numbers = values.to_numpy(dtype=dtype.numpy_dtype, na_value=0)
+        return [numbers, ~missing] if missing.any() else [numbers]
+    if dtype.kind in "mM" and isinstance(dtype, np.dtype | pd.DatetimeTZDtype):
+        return [values.array.asi8]  # NaT is the smallest integer: first, as nulls are
+    if dtype.kind == "O" and isinstance(values.iloc[0], list):
+        values = values.map(tuple)
+    return [pd.factorize(values, sort=True)[0]]
+
+
+def in_lexical_order(keys: list[np.ndarray]) -> bool:
+    """Whether the rows are in lexical order of `keys` (the last one first), each row
+    against the next."""
+    undecided = np.ones(len(keys[0]) - 1, dtype=bool)
+    for key in reversed(keys):
+        before, after = key[:-1], key[1:]
+        if (undecided & (after < before)).any():
+            return False
+        undecided &= after == before
+        if not undecided.any():
+            return True
+    return True
+
+
+def _plain_index(index: pd.Index) -> bool:
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 class Program(ABC):
@@ -234,6 +275,11 @@ class Program(ABC):
         out = self.process(state, events, owned=owned)
         return self.concat([out, self.flush(state)], events)
 
+    def count(self, events: pd.DataFrame, *, owned: np.ndarray | None = None) -> int:
+        """How many rows `run` gives over the same events (`run --count`). This default
+        builds them; an engine that can count without building them overrides it."""
+        return len(self.run(events, owned=owned))
+
     # ---- helpers for programs
     def sort_columns(self, segment_cols: Sequence[str] = ()) -> list[str]:
         """Processing order: segment, time, tie-break, id."""
@@ -343,8 +389,12 @@ def register(engine: Engine) -> Engine:
 def choose(plan: Plan) -> Engine:
     """The engine for a plan: the one `--algorithm` names, else the first registered one
     that answers it."""
-    _load_engines()
     wanted = plan.options.algorithm
+    if wanted is None:
+        first = _first_engine()
+        if first.reason(plan) is None:  # first in the order: the others need no import
+            return first
+    _load_engines()
     if wanted is not None:
         if wanted not in ENGINES:
             raise SparkcepError(f"unknown algorithm '{wanted}' (known: {', '.join(ENGINES)})")
@@ -364,6 +414,7 @@ def choose(plan: Plan) -> Engine:
 
 def declined(plan: Plan, chosen: Engine) -> list[tuple[str, str]]:
     """The engines tried before `chosen` and why they declined (for `explain`)."""
+    _load_engines()
     out = []
     for engine in ENGINES.values():
         if engine is chosen:
@@ -394,6 +445,17 @@ def compile_jobs(
 
 
 _LOADED = False
+# The order `choose` tries engines in (engines not named here come after).
+ORDER = ("nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows")
+ORDER += ("episodes", "tofel", "directmatch", "match_recognize", "funnel")
+
+
+def _first_engine() -> Engine:
+    """The engine `choose` tries first, its package alone imported (a run whose queries
+    it answers imports no other engine)."""
+    from sparkcep.engines import nfa  # noqa: F401
+
+    return ENGINES[ORDER[0]]
 
 
 def _load_engines() -> None:
@@ -416,11 +478,9 @@ def _load_engines() -> None:
     )
     from sparkcep.engines.ayac import engine  # noqa: F401
 
-    order = ["nfa", "aseq", "twostep", "imprecise", "ayac", "ses", "jointree", "nfa-windows"]
-    order += ["episodes", "tofel", "directmatch", "match_recognize", "funnel"]
     ranked = sorted(
         ENGINES.items(),
-        key=lambda item: (item[0] not in order, order.index(item[0]) if item[0] in order else 0),
+        key=lambda item: (item[0] not in ORDER, ORDER.index(item[0]) if item[0] in ORDER else 0),
     )
     ENGINES.clear()
     ENGINES.update(ranked)

@@ -1,7 +1,7 @@
 """MATCH_RECOGNIZE text -> `MrQuery` dataclasses (grammar: `match_recognize.lark`).
 
 The SQL form is told from the native language by its text: `SELECT ... MATCH_RECOGNIZE`
-(`is_match_recognize`). Syntax errors point at line and column, as the native parser's do.
+(`language.forms.is_match_recognize`). Syntax errors point at line and column, as the native parser's do.
 What the clauses mean, and the standard's restrictions, are checked by
 `sparkcep.plan.match_recognize`.
 
@@ -19,7 +19,6 @@ What the clauses mean, and the standard's restrictions, are checked by
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
@@ -329,20 +328,6 @@ class MrQuery:
 
 
 # ---- parsing -----------------------------------------------------------------------------
-
-_COMMENTS = re.compile(r"--[^\n]*|//[^\n]*|/\*.*?\*/", re.DOTALL)
-_SQL_FORM = re.compile(r"\s*SELECT\b.*\bMATCH_RECOGNIZE\b", re.IGNORECASE | re.DOTALL)
-
-
-def is_match_recognize(text: str) -> bool:
-    """Whether a query text is the SQL form (`SELECT ... MATCH_RECOGNIZE (...)`).
-
-    >>> is_match_recognize("-- V shapes\\nselect * from t match_recognize (...)")
-    True
-    >>> is_match_recognize("PATTERN SEQ(A a, B b)")
-    False
-    """
-    return isinstance(text, str) and bool(_SQL_FORM.match(_COMMENTS.sub(" ", text)))
 
 
 @cache

@@ -20,13 +20,13 @@ import re
 
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
+from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan.aggregates import AggregateClauses
 from sparkcep.plan.ayac import AyacClauses
 from sparkcep.plan.episodes import EpisodeClauses
 from sparkcep.plan.extensions import NativeExtensions
 from sparkcep.plan.intervals import IntervalClauses
-from sparkcep.plan.match_recognize import analyze_match_recognize, is_match_recognize
 from sparkcep.plan.model import (
     STRATEGIES,
     Condition,
@@ -60,7 +60,7 @@ def analyze(
     [('bind', 1, '(a.v < b.v)')]
     """
     if isinstance(query, str) and is_match_recognize(query):
-        return analyze_match_recognize(query, schema, options or Options())
+        return _analyze_match_recognize(query, schema, options or Options())
     if isinstance(query, str):
         query = parse(query)
     return _Analyzer(query, schema, options or Options()).run()
@@ -556,7 +556,7 @@ def plan_queries(
             names.append(item.name)
             continue
         if is_match_recognize(item):  # SELECT ... MATCH_RECOGNIZE (docs/match_recognize.md)
-            plans.append(analyze_match_recognize(item, schema, options))
+            plans.append(_analyze_match_recognize(item, schema, options))
             names.append(None)
             continue
         for query in parse_file(item):
@@ -569,6 +569,13 @@ def plan_queries(
         if name is not None:
             seen.add(name)
     return plans, names
+
+
+def _analyze_match_recognize(text: str, schema, options: Options) -> Plan:
+    """SELECT ... MATCH_RECOGNIZE (its modules are imported for such a query only)."""
+    from sparkcep.plan.match_recognize import analyze_match_recognize
+
+    return analyze_match_recognize(text, schema, options)
 
 
 def uses_types(queries) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
-from sparkcep.language.match_recognize import is_match_recognize
+from sparkcep.language.forms import is_match_recognize
 
 __all__ = ["MatchRecognizeSpec", "analyze_match_recognize", "is_match_recognize", "query_options"]
 from sparkcep.plan.model import Options, Plan
@@ -75,7 +75,7 @@ class MatchRecognizeSpec:
 def query_options(text, options: Options) -> Options:
     """The options a query text needs: for MATCH_RECOGNIZE, the time column and tie-break
     come from ORDER BY and rows have no type column; other texts keep `options`."""
-    if not isinstance(text, str) or not mr.is_match_recognize(text):
+    if not isinstance(text, str) or not is_match_recognize(text):
         return options
     query = mr.parse_match_recognize(text)
     order = query.order_by

@@ -34,6 +34,7 @@ from sparkcep.inputs import (
     text_warning,
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
+from sparkcep.prep.table import MASK
 
 
 @dataclass
@@ -41,16 +42,22 @@ class RunResult:
     """What a local run gives: the rows, the rejected input rows with their reasons."""
 
     plans: list[Plan]
-    matches: pd.DataFrame  # the output rows (matches, or AGG rows)
+    matches: pd.DataFrame | None  # the output rows (matches, or AGG rows); None: counted
     rejected: pd.DataFrame
     events_read: int
     programs: list[Program] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the user should know of the run
+    counted: int | None = None  # the number of rows, when only counted (count_only)
 
     @property
     def plan(self) -> Plan:
         return self.plans[0]
+
+    @property
+    def row_count(self) -> int:
+        """How many rows the run gives (built or only counted)."""
+        return len(self.matches) if self.matches is not None else int(self.counted or 0)
 
     @property
     def label(self) -> str:
@@ -60,8 +67,12 @@ class RunResult:
 LocalRun = RunResult  # the name earlier versions used
 
 
-def execute_local(events, queries, options: Options) -> RunResult:
-    """Run queries (a text, a file's named queries, a list, or plans) over events."""
+def execute_local(events, queries, options: Options, *, count_only: bool = False) -> RunResult:
+    """Run queries (a text, a file's named queries, a list, or plans) over events.
+
+    `count_only`: the rows are counted, not built where a program can count without them
+    (`Program.count`; `run --count`): the result's `matches` is None, `counted` their
+    number (the same as `len(matches)` of a run that builds them, `max_matches` too)."""
     frame = as_frame(events)
     checked = check_events(frame, queries, options)
     plans, programs, valid = checked.plans, checked.programs, checked.valid
@@ -69,14 +80,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
     if len(checked.later):  # rows rejected by the queries' own checks, in row order
         rejected = pd.concat([r for r in (rejected, checked.later) if len(r)])
         rejected = rejected.sort_values(ROW, kind="stable")
-    outs, tied = [], 0
-    for program in programs:
-        events = program.in_order(valid)
-        outs.append(program.run(events))
-        tied = max(tied, program.tied_events(events))
-    rows = merge_rows(programs, outs)
-    if options.max_matches is not None:
-        rows = rows.head(options.max_matches)
+    rows, counted, tied = _run_programs(programs, valid, options.max_matches, count_only)
     warnings_ = [w for p in plans for w in p.warnings] + duplicate_ids(valid, options.id_col)
     warnings_ += [text_warning(c, *checked.mostly[c]) for c in checked.mostly if c in checked.read]
     if tied and not any(p.tiebreak for p in plans):
@@ -85,6 +89,7 @@ def execute_local(events, queries, options: Options) -> RunResult:
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
     result = RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
     result.warnings = warnings_
+    result.counted = counted
     return result
 
 
@@ -134,6 +139,32 @@ def check_events(
     # runner rejects them in), each in row order
     later = later.iloc[np.argsort(~by_cell[failing], kind="stable")]
     return CheckedEvents(valid[~failing], rejected, later, plans, programs, mostly, read)
+
+
+def _run_programs(programs: list[Program], valid: pd.DataFrame, cap: int | None, count_only):
+    """(rows or None, their number when only counted, tied events): each program runs
+    once over the valid events in its processing order; at most `cap` rows in all."""
+    outs, counted, tied = [], 0, 0
+    for program in programs:
+        events = program.in_order(_seen(program, valid))
+        if count_only:
+            counted += program.count(events)
+        else:
+            outs.append(program.run(events))
+        tied = max(tied, program.tied_events(events))
+    if count_only:
+        return None, counted if cap is None else min(counted, cap), tied
+    rows = merge_rows(programs, outs)
+    return (rows if cap is None else rows.head(cap)), None, tied
+
+
+def _seen(program: Program, valid: pd.DataFrame) -> pd.DataFrame:
+    """The events a program is given, as the Spark runner gives them (runners/spark.py,
+    `_laid_out`): with their component bitmask (MASK, computed once), and without the
+    rows no component can take unless the program sees every event."""
+    mask = program.mask(valid)
+    events = valid.assign(**{MASK: mask})
+    return events if program.keep_unmatched else events[mask != 0]
 
 
 def unknown_types(plans: list[Plan], present: set) -> list[str]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sparkcep.budget import DEFAULT_MEMORY_BUDGET, describe_size
+from sparkcep.engines.arrays import lexsort
 from sparkcep.engines.arrays import ranges as _ranges
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import Vec, evaluate, truth
@@ -535,21 +536,38 @@ class PatternMatcher:
         (after, upto) keeps instead, for a pattern with a negation at the end, the
         matches whose window closes in (after, upto] (None = unbounded).
         """
+        return self._in_order([self._keep(F) for F in self._emitted(starts, ends, released)])
+
+    def count(
+        self,
+        *,
+        starts: np.ndarray | None = None,
+        ends: np.ndarray | None = None,
+        released: tuple[int | None, int | None] | None = None,
+    ) -> int:
+        """How many matches `run` gives with the same arguments, without building them:
+        nothing is kept, so only the partial matches on the way count against the
+        memory budget."""
+        for F in self._emitted(starts, ends, released):
+            self.found += len(F)
+        return self.found
+
+    def _emitted(self, starts, ends, released) -> Iterator[Frontier]:
+        """The complete matches `run` reports, chunk by chunk (at most `max_matches` in
+        all: the caller adds each chunk to `found` before asking for the next)."""
         first = self.positives[0]
         start_pos = self.cand[first.index]
         if starts is not None:
             start_pos = start_pos[starts[start_pos]]
-        parts: list[Matches] = []
         for lo in range(0, len(start_pos), START_CHUNK):
             for F in self._run_chunk(start_pos[lo : lo + START_CHUNK]):
                 F = self._emission(F, ends, released)
                 if self.max_matches is not None:
                     F = F.take(np.arange(min(len(F), self.max_matches - self.found)))
                 if len(F):
-                    parts.append(self._keep(F))
+                    yield F
                 if self.max_matches is not None and self.found >= self.max_matches:
-                    return self._in_order(parts)
-        return self._in_order(parts)
+                    return
 
     def _keep(self, F: Frontier) -> Matches:
         """F's matches as kept for the output, counted against the budget (in slices, so
@@ -704,7 +722,7 @@ class PatternMatcher:
         """
         keys = [m.positions[c.var] for c in reversed(self.positives) if not c.kleene]
         keys += [m.first, m.last, m.segment]
-        return np.lexsort(keys)
+        return lexsort(keys)
 
     def _return_values(self, column, F: Frontier) -> list:
         n = len(F)

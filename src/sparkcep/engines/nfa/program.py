@@ -131,7 +131,7 @@ class NfaProgram(Program):
             return self._skipped(state, self.empty(state.buffer), to)
         out = self.empty(state.buffer)
         if self._trailing and len(state.buffer):
-            out = self._match(state.buffer, None, (state.latest, to), None)
+            out = self._match(state.buffer, None, (state.latest, to), None, trailing_only=True)
         if self._timeouts and len(state.buffer):
             out = self._with_timeouts(out, state.buffer, state.latest, to)
         state.latest = to
@@ -142,10 +142,30 @@ class NfaProgram(Program):
         out = self.empty(state.buffer)
         if state.buffer is not None and len(state.buffer):
             if self._trailing:
-                out = self._match(state.buffer, None, (state.latest, None), None)
+                out = self._match(state.buffer, None, (state.latest, None), None, True)
             if self._timeouts:
                 out = self._with_timeouts(out, state.buffer, state.latest, None)
         return self._skipped(state, out, None, final=True)
+
+    def count(self, events: pd.DataFrame, *, owned=None) -> int:
+        """`run`'s rows counted by the matcher, not built (the same process and flush).
+        AFTER MATCH SKIP and OUTPUT TIMEOUTS choose or add rows from built ones: with
+        them, the rows are built and counted."""
+        if self._skips or self._timeouts:
+            return super().count(events, owned=owned)
+        ticks = self.check_time_order(events, None)
+        if not len(ticks):
+            return 0
+        latest = int(ticks.max())
+        frame = events.reset_index(drop=True)
+        n = self._count(frame, None, (None, latest), owned)
+        if self._trailing:  # what `flush` releases
+            n += self._count(self._window_tail(frame, latest), None, (latest, None), None, True)
+        return n
+
+    def _count(self, frame, ends, released, starts, trailing_only=False) -> int:
+        runs = self._plan_runs(frame, ends, released, starts, trailing_only)
+        return sum(matcher.count(**args) for _, _, _, matcher, args in runs)
 
     # ---- OUTPUT TIMEOUTS
     def _with_timeouts(self, out: pd.DataFrame, frame, after, upto) -> pd.DataFrame:
@@ -234,10 +254,14 @@ class NfaProgram(Program):
     def _trailing(self) -> bool:
         return any(p.has_trailing_negation for p in self.plans)
 
-    def _match(self, frame, ends, released, starts) -> pd.DataFrame:
+    def _plan_runs(self, frame, ends, released, starts, trailing_only=False):
+        """Per plan with candidate events in `frame` (with a negation at the end only,
+        when `trailing_only`: what a closing window releases): (i, plan, table, its
+        matcher, the arguments of its run)."""
         mask = self.mask(frame)
-        outs = []
         for i, plan in enumerate(self.plans):
+            if trailing_only and not plan.has_trailing_negation:
+                continue
             table = build_table(
                 frame,
                 mask=self.signatures.plan_mask(plan, mask),
@@ -257,11 +281,19 @@ class NfaProgram(Program):
                 max_matches=None if i in self._skips else self.options.max_matches,
                 memory_budget=self.options.memory_budget,
             )
-            matches = matcher.run(
-                starts=None if starts is None else starts[rows],
-                ends=None if ends is None else ends[rows],
-                released=released if plan.has_trailing_negation else None,
-            )
+            args = {
+                "starts": None if starts is None else starts[rows],
+                "ends": None if ends is None else ends[rows],
+                "released": released if plan.has_trailing_negation else None,
+            }
+            yield i, plan, table, matcher, args
+
+    def _match(self, frame, ends, released, starts, trailing_only=False) -> pd.DataFrame:
+        outs = []
+        for i, plan, table, matcher, args in self._plan_runs(
+            frame, ends, released, starts, trailing_only
+        ):
+            matches = matcher.run(**args)
             if not len(matches):
                 continue
             extra = self._order_keys(i, frame, table, matches) if i in self._skips else None
@@ -275,12 +307,15 @@ class NfaProgram(Program):
         return result
 
     def _prune(self, state: NfaState, frame: pd.DataFrame):
+        state.buffer = self._window_tail(frame, state.latest)
+
+    def _window_tail(self, frame: pd.DataFrame, latest: int | None) -> pd.DataFrame:
+        """The events of `frame` a later event can still match, once time is `latest`."""
         windows = [p.window for p in self.plans]
-        if any(w is None for w in windows) or state.latest is None:
-            state.buffer = frame
-            return
+        if any(w is None for w in windows) or latest is None:
+            return frame
         ticks = frame_ticks(frame, self.options.time_col)
-        state.buffer = frame[ticks > state.latest - max(windows)].reset_index(drop=True)
+        return frame[ticks > latest - max(windows)].reset_index(drop=True)
 
 
 def _as_lists(frame: pd.DataFrame) -> pd.DataFrame:
