@@ -222,8 +222,8 @@ NOTES = """\
 | C1 compiling later (Tier3 thresholds x10) | 8.81 -> 9.79 s | no |
 | `-Xms1g -Xmn600m -XX:-UsePerfData` | 8.81 -> 8.58 s, 7.82 -> 7.68 CPU s: within the noise | no |
 | `sparkcep warmup`'s job once more with a tiny input's settings (their classes archived too) | 5.65 -> 5.64 s, 6.77 -> 6.67 CPU s (4 rounds) | no |
-| CSV under 1 MiB checked in the driver with the local runner's checks while the JVM starts (`runners/driver_check.py`): no checking pass, one Spark job (the matching and writing), the rejected rows written by pandas | 7.93 -> 5.46 s, 7.26 -> 4.84 CPU s (5 rounds, load 6.3 -> 3.5; same rounds: main's code 8.13 s, 7.38 CPU s) | yes |
-| the session started before the command's imports (`sparkcep._early`, from the top of `import sparkcep`): the JVM's launch at 0.11 s instead of about 0.6 s | 5.46 -> 5.11 s, 4.84 -> 4.74 CPU s (the same 5 rounds) | yes |
+| CSV under 1 MiB checked in the driver with the local runner's checks while the JVM starts (`runners/driver_check.py`): no checking pass, one Spark job (the matching and writing), the rejected rows written by pandas | 7.93 -> 5.46 s, 7.26 -> 4.84 CPU s (5 rounds, load 6.3 -> 3.5; main's code in the same rounds 8.13 s, 7.38 CPU s); 6.54 -> 4.13 s, 7.88 -> 4.87 CPU s (5 rounds, load 1.4 -> 2.2; main's code 6.60 s, 7.87 CPU s) | yes |
+| the session started before the command's imports (`sparkcep._early`, from the top of `import sparkcep`): the JVM's launch at 0.10 s instead of about 0.55 s, but on 2 cores the launch and the imports share the CPU | 5.46 -> 5.11 s, 4.84 -> 4.74 CPU s (the first 5 rounds); 4.13 -> 4.05 s, 4.87 -> 5.14 CPU s (the second); 3.99 -> 3.85 s, 4.77 -> 4.94 CPU s (8 rounds of these two alone, load 2.2 -> 2.0; faster in 6 of 8 pairs) | yes: 0.1-0.35 s of wall for 0.1-0.2 CPU s |
 
 The class archive matters as much as any of these: the one in this venv, recorded hours
 earlier by older code, gave the demo 6.33 s against 5.87 s with an archive recorded by
@@ -239,21 +239,21 @@ same archive): main's code 20.05 s, 19.39 CPU s; this code 19.30 s, 19.15 CPU s 
 20.05/16.39/20.59 and 19.98/16.44/19.30: within the noise); the 8,438 matches written are
 byte for byte the same.
 
-## What is left (sizes from the traced process above, load 3.5)
+## What is left (sizes from the traced process above, load 1.5)
 
-- Python before the JVM's launch, 0.11 s (the session's module and pyspark are imported
-  first); pandas, pyarrow, typer, rich and the parser are imported while the JVM starts,
-  and the driver checks the 12 rows (0.16 s) before the session is up.
+- Python before the JVM's launch, 0.10 s (the session's module and pyspark are imported
+  first); pandas, pyarrow, typer, rich and the parser are imported while the JVM starts
+  (0.5 s), then the driver checks the 12 rows (0.03 s) and waits for the session.
 - The JVM's launch (spark-submit's scripts, a launcher JVM, Spark's JVM until its
-  gateway answers), 1.4 s under this load, and the session, 1.3 s.
-- The valid rows to Spark and the query's DataFrame (`execute_driver_checked`), 0.65 s:
-  about 1,100 py4j calls, the JVM's first analysis of each kind of expression, the
+  gateway answers), 0.94 s, and the session, 0.93 s.
+- The valid rows to Spark and the query's DataFrame (`execute_driver_checked`), 0.58 s:
+  about 1,100 py4j calls, the JVM's first analysis of each kind of expression, and the
   Arrow batch of the rows (`createDataFrame`, about 0.4 s of it when cold).
-- Matching and writing, one Spark job, 1.6 s: the Python worker daemon and its workers
-  start (0.8 s of the middle stage); the rejected rows (pandas), under 0.01 s; the
-  exit, 0.05 s.
+- Matching and writing, one Spark job, 1.27 s: the Python worker daemon and its workers
+  start (0.66 s of the middle stage); the rejected rows (pandas), under 0.01 s; the
+  exit, 0.01 s.
 - Through Spark's checking pass (`SPARKCEP_DRIVER_CHECK_BYTES=0`, and every input over
-  1 MiB or not CSV) the figures of the earlier table hold.
+  1 MiB of data or not CSV) the demo takes what main's code takes (6.54 against 6.60 s).
 """
 
 
