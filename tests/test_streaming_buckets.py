@@ -44,15 +44,15 @@ def test_many_keys_out_of_order_equal_batch_and_late_rows_stay_per_event(spark, 
     next file (within the lateness), three stale events of three keys in the last file."""
     frame = events(3000, seed=31, keys=150)
     ordered = frame.sort_values(["ts", "id"]).reset_index(drop=True)
-    parts = [ordered.iloc[r] for r in np.array_split(np.arange(len(ordered)), 6)]
+    parts = [ordered.iloc[r] for r in np.array_split(np.arange(len(ordered)), 4)]
     files = [p.sample(frac=1.0, random_state=i) for i, p in enumerate(parts)]
-    for i in range(5):  # the last rows of each file come with the next one
+    for i in range(3):  # the last rows of each file come with the next one
         moved = parts[i].tail(4)
         files[i] = files[i].drop(moved.index)
         files[i + 1] = pd.concat([files[i + 1], moved])
-    stale = parts[5].head(3).assign(id=[900_001, 900_002, 900_003], k=[3, 77, 140], type="A")
+    stale = parts[3].head(3).assign(id=[900_001, 900_002, 900_003], k=[3, 77, 140], type="A")
     stale["ts"] = int(frame.ts.min()) - 600_000  # ten minutes before everything: late
-    files[5] = pd.concat([files[5], stale])
+    files[3] = pd.concat([files[3], stale])
     folder = tmp_path / "in"
     folder.mkdir()
     for i, part in enumerate(files):
