@@ -58,17 +58,25 @@ def where_checked(path: str, options: Options) -> str:
     """Where `sparkcep run` through Spark checks the rows of this input, in words (for
     `explain`): in the driver, or by Spark's checking pass, and why."""
     limit = driver_check_bytes()
-    files, fmt = input_files(path)
-    size = data_bytes(files)
-    if fmt != "csv" or options.pmf_col is not None:
-        why = f"{fmt} input" if fmt != "csv" else "--pmf"
-    elif limit == 0:
-        why = f"{ENV}=0"
-    elif size >= limit:
-        why = f"{size:,} bytes, not under {size_text(limit)}"
-    else:
+    why = full_path_reason(path, options, limit)
+    if why is None:
         return f"in the driver by a Spark run (CSV under {size_text(limit)})"
     return f"by Spark's checking pass ({why})"
+
+
+def full_path_reason(path: str, options: Options, limit: int) -> str | None:
+    """Why a Spark run over this input takes Spark's checking pass (the format, --pmf,
+    the limit, the size unpacked, as the session's settings count it), or None when the
+    driver may check it."""
+    files, fmt = input_files(path)
+    if fmt != "csv" or options.pmf_col is not None:
+        return f"{fmt} input" if fmt != "csv" else "--pmf"
+    if limit == 0:
+        return f"{ENV}=0"
+    size = data_bytes(files)
+    if size >= limit:
+        return f"{size:,} bytes, not under {size_text(limit)}"
+    return None
 
 
 @dataclass
@@ -105,10 +113,7 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
     reports it as it always has)."""
     limit = driver_check_bytes()
     try:
-        files, fmt = input_files(path)
-        if fmt != "csv" or options.pmf_col is not None:
-            return None
-        if data_bytes(files) >= limit:  # unpacked, as the session's settings count it
+        if full_path_reason(path, options, limit) is not None:
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
