@@ -187,3 +187,28 @@ def test_the_guess_counts_only_the_types_that_decide():
     assert spark_once.chosen_kind({"any": 10, "long": 8}) is None
     assert spark_once.chosen_kind({"any": 10, "long": 8, "double": 10}) == "double"
     assert spark_once.chosen_kind({"any": 0, "long": 0}) == "string"
+
+
+def kept_rdds(spark) -> int:
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+
+@pytest.mark.spark
+def test_the_kept_rows_are_dropped_when_the_run_ends(spark, capsys, monkeypatch, tmp_path):
+    """After a run, and after a query error found once the rows were checked, Spark keeps
+    nothing of the input (a later run over the same file reads it again)."""
+    monkeypatch.setenv(DRIVER_ENV, "0")
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + CLEAN)
+    before = kept_rdds(spark)
+    code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "m.jsonl")
+    assert code == 0, err
+    assert kept_rdds(spark) == before
+    # 'nope' is no column: the plan fails after the checking pass
+    bad = QUERY.replace("b.v > a.v", "b.nope > a.v")
+    code, _, err = sparkcep(capsys, "run", bad, "-i", path, "-o", tmp_path / "m.jsonl")
+    assert code == 2 and "nope" in err
+    assert kept_rdds(spark) == before
+    code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "n.jsonl")
+    assert code == 0, err
+    assert (tmp_path / "m.jsonl").read_text() == (tmp_path / "n.jsonl").read_text()

@@ -116,11 +116,15 @@ def execute(
         checked = check_rows(df, split_cols=split_cols, infer_types=infer_types, read=read, **roles)
     schema = schema_of(checked.valid, ignore=(TICKS, ROW, *checked.coerced.values()))
     schema[options.time_col] = checked.time_kind
-    plans, names = plan_queries(queries, schema, options)
-    programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
-    checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
-    checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
-    return matched(checked, plans, programs, options, partitions)
+    try:
+        plans, names = plan_queries(queries, schema, options)
+        programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
+        checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
+        checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
+        return matched(checked, plans, programs, options, partitions)
+    except BaseException:  # a query error: the rows kept for the run are not needed
+        checked.release()
+        raise
 
 
 def matched(

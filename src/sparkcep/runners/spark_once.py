@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
@@ -163,7 +164,9 @@ def check_rows_once(
                 facts.append(casts[kind].alias(f"{CAST}{i}_{kind}"))
             cell = F.col(f"`{name}`") if kind == "any" else F.col(f"{CAST}{i}_{kind}")
             aggs.append(F.count(F.when(~reasons.corrupt, cell)).alias(f"c{i}_{kind}"))
-    observation = Observation("sparkcep checking pass")
+    # A name of its own: a cached plan equal to another run's (one not released) would
+    # be reused, its rows not read again, and this observation never filled.
+    observation = Observation(f"sparkcep checking pass {uuid.uuid4().hex}")
     staged = (
         df.select("*", *facts)
         .withColumn(REASON, reasons.reason(time_kind))
