@@ -212,3 +212,18 @@ def test_the_kept_rows_are_dropped_when_the_run_ends(spark, capsys, monkeypatch,
     code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "n.jsonl")
     assert code == 0, err
     assert (tmp_path / "m.jsonl").read_text() == (tmp_path / "n.jsonl").read_text()
+
+
+@pytest.mark.spark
+def test_an_input_over_the_size_is_read_twice(spark, capsys, monkeypatch, tmp_path):
+    """Over spark_files.ONE_READ_BYTES (unpacked) nothing is guessed or kept."""
+    from sparkcep.runners import spark_files
+
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + CLEAN)
+    monkeypatch.setattr(spark_files, "ONE_READ_BYTES", path.stat().st_size)
+    ran = run_way(capsys, monkeypatch, "1", tmp_path, (QUERY, "-i", path))
+    assert ran["taken"] is None
+    monkeypatch.setattr(spark_files, "ONE_READ_BYTES", path.stat().st_size + 1)
+    ran = run_way(capsys, monkeypatch, "1", tmp_path / "again", (QUERY, "-i", path))
+    assert ran["taken"] is True

@@ -17,9 +17,14 @@ from sparkcep.files import (
     check_names,
     count_rows,
     csv_head,
+    data_bytes,
     input_files,
     output_format,
 )
+
+# CSV inputs under this size (unpacked) are checked with one read (runners/spark_once.py);
+# their checked rows are kept for the run (in memory, on disk past it).
+ONE_READ_BYTES = 256 * 2**20
 
 # Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
 SPARK_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
@@ -65,7 +70,9 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
             .schema(schema)
             .csv(files)
         )
-        infer, head = True, _head_cells(files[0], sep, header, has_header=not columns)
+        infer = True
+        if data_bytes(files) < ONE_READ_BYTES:  # larger: two reads, nothing kept
+            head = _head_cells(files[0], sep, header, has_header=not columns)
     elif fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
         infer = True  # a field of numbers and a few texts is read as text: type it
