@@ -272,10 +272,13 @@ class _Reasons:
         self.id_col = id_col
         self.id_missing = F.col(f"`{id_col}`").isNull() if id_col else F.lit(False)
         self.not_utf8 = F.lit(False)
-        text_cols = _text_columns(df, (CORRUPT,)) if text else []
-        if text_cols:  # Spark reads bytes that are not UTF-8 as U+FFFD (docs/input.md)
-            cells = F.concat_ws("\u0001", *[F.col(f"`{c}`") for c in text_cols])
-            self.not_utf8 = F.instr(cells, REPLACEMENT) > 0
+        # Spark reads bytes that are not UTF-8 as U+FFFD (docs/input.md). Each cell is
+        # searched (joining the cells to search them once made a text per row: G2, one
+        # read, 7.9 against 7.6 JVM CPU seconds).
+        for c in _text_columns(df, (CORRUPT,)) if text else []:
+            self.not_utf8 = self.not_utf8 | F.coalesce(
+                F.col(f"`{c}`").contains(REPLACEMENT), F.lit(False)
+            )
 
     def causes(self) -> tuple[list[tuple[Column, str]], list[tuple[Column, str]]]:
         """Why a row is rejected, in the order the reasons are given: those before the
