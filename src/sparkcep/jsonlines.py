@@ -33,15 +33,16 @@ def json_lines(frame: pd.DataFrame) -> list[str]:
     return [line[:-1] for line in _joined(frame, "}\n").to_pylist()]
 
 
-def json_bytes(frame: pd.DataFrame) -> bytes:
+def json_bytes(frame: pd.DataFrame) -> memoryview:
     """The JSON lines of a frame as one UTF-8 text, each line ended by a newline: Arrow's
-    joined lines lie end to end in one buffer, so no Python string is made per row."""
+    joined lines lie end to end in one buffer, so no Python string is made per row, and
+    the text is that buffer, not a copy (G1's 495k rows: 20 MB, 8 ms to copy)."""
     if not len(frame):
-        return b""
+        return memoryview(b"")
     lines = _joined(frame, "}\n")
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
     start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
-    return memoryview(lines.buffers()[2])[start:end].tobytes()
+    return memoryview(lines.buffers()[2])[start:end]
 
 
 def _joined(frame: pd.DataFrame, tail: str) -> pa.Array:
