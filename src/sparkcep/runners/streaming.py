@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -651,8 +652,14 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
 
 
 def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: str,
-          trigger: str, fmt: str = "jsonl"):  # fmt: skip
-    """Start writing a stream's rows; returns (StreamingQuery, BatchWriter)."""
+          trigger: str, fmt: str = "jsonl", state_partitions: int | None = None):  # fmt: skip
+    """Start writing a stream's rows; returns (StreamingQuery, BatchWriter).
+
+    A new stream keeps its state in `state_partitions` partitions (default: one per core,
+    at most BUCKETS), whatever `spark.sql.shuffle.partitions` says: each partition is a
+    task of every micro-batch with a fixed cost (its state store's load and commit, its
+    Python worker's start), and more tasks than cores run in turns. A restarted stream
+    keeps the number its checkpoint was started with (Spark's own rule)."""
     writer = BatchWriter(result, output, late, rejected, fmt)
     if "://" not in checkpoint:  # the JVM resolves a relative path against its own folder
         checkpoint = os.path.abspath(checkpoint)
@@ -663,4 +670,23 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
         query = query.trigger(once=True)
     else:
         query = query.trigger(processingTime=trigger)
-    return query.start(), writer
+    spark = result.rows.sparkSession
+    if state_partitions is None:
+        state_partitions = min(BUCKETS, spark.sparkContext.defaultParallelism)
+    # The query takes a copy of the session's settings when it starts.
+    with _setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
+        return query.start(), writer
+
+
+@contextmanager
+def _setting(spark, key: str, value: str):
+    """The session's `key` set to `value` meanwhile, then as it was."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
