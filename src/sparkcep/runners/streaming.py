@@ -324,6 +324,8 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
     sdf = prepared.sdf.withColumn(REASON, _reason(prepared, program, type_col, nanos))
+    # The cells as read serve the reasons only: the shuffle and the state go without them.
+    sdf = sdf.drop(*prepared.raw.values())
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
@@ -440,7 +442,7 @@ class StreamStep:
         for k in touched:
             program_state = states[k]
             if k in released:
-                rows.append(program.process(program_state, released[k].drop(columns=self._drop)))
+                rows.append(program.process(program_state, self._given(released[k])))
             if watermark is not None:
                 rows.append(program.advance(program_state, watermark))
             pending = kept.get(k)
@@ -465,7 +467,7 @@ class StreamStep:
         held, ready = self._held([pending, new], watermark)
         rows = []
         if ready.any():
-            rows.append(program.process(program_state, held[ready].drop(columns=self._drop)))
+            rows.append(program.process(program_state, self._given(held[ready])))
         if watermark is not None:
             rows.append(program.advance(program_state, watermark))
         kept = held[~ready].reset_index(drop=True) if held is not None and not ready.all() else None
@@ -478,10 +480,10 @@ class StreamStep:
         sizes = {} if kept is None else kept[KEY].value_counts().to_dict()
         return self._out(rows, keys, [int(sizes.get(k, 0)) for k in keys])
 
-    @property
-    def _drop(self) -> list[str]:
-        """Columns the program is not given: the cells as read, the key text."""
-        return [*self.raw.values(), KEY]
+    def _given(self, events: pd.DataFrame) -> pd.DataFrame:
+        """The events as the program is given them: without the key text, nor the cells as
+        read (which events held in a checkpoint of an earlier version may still have)."""
+        return events.drop(columns=[*self.raw.values(), KEY], errors="ignore")
 
     def _held(self, frames: list, watermark) -> tuple[pd.DataFrame | None, np.ndarray]:
         """The waiting and new events in processing order, and which of them the
