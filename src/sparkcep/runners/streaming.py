@@ -538,11 +538,9 @@ class StreamStep:
 
         Absent columns hold None, not NaN: Spark converts a list column cell by cell and
         takes NaN for a value (a pending row has no `missing` list)."""
-        shaped = frame.reindex(columns=self.names)
-        for name in self.names:
-            if name not in frame.columns:
-                shaped[name] = pd.Series([None] * len(frame), index=shaped.index, dtype=object)
-        return shaped
+        none = np.full(len(frame), None, dtype=object)
+        columns = {name: frame[name] if name in frame.columns else none for name in self.names}
+        return pd.DataFrame(columns, index=frame.index)  # one frame, not a column at a time
 
 
 def _by_key(frame: pd.DataFrame | None, rows: np.ndarray) -> dict[str, pd.DataFrame]:
