@@ -352,7 +352,7 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
 
     spark, early = _start_spark(master, input, check)
     from sparkcep.runners.spark import execute, execute_driver_checked
-    from sparkcep.runners.spark_files import read_spark, write_spark
+    from sparkcep.runners.spark_files import read_spark
 
     with _progress(spark, status) as progress:
         with warnings.catch_warnings(record=True) as caught:
@@ -363,34 +363,24 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
                 progress.step("reading " + input)
                 source = read_spark(spark, input, **reading)
                 result = execute(
-                    source.df, text, options, partitions=partitions, **source.options()
-                )
-        progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
-        n_rows = _spark_rows(result, output)
-        if rejected_path is None:
-            pass
-        elif result.rejected_rows is not None:  # checked in the driver
-            _write_rejected_pandas(result.rejected_rows, rejected_path)
-        elif result.checked.may_reject():
-            progress.step("writing rejected rows to " + rejected_path)
-            result.checked.rejected_written(write_spark(result.rejected, rejected_path))
-            if not result.checked.rejected_count:
-                os.remove(rejected_path)
-        elif os.path.exists(rejected_path):
-            os.remove(rejected_path)
+                    source.df, text, options, partitions=partitions, head=source.head,
+                    **source.options(),
+                )  # fmt: skip
+        try:
+            n_rows, rejected, run_warnings = _spark_outputs(result, output, rejected_path, progress)
+        finally:
+            result.checked.release()
     mode = f"Spark ({spark.sparkContext.master})"
     if result.driver_checked:
         mode += f", rows checked in the driver (input under {result.driver_checked})"
     return Summary(
         mode=mode,
         events=result.checked.events_read,
-        rejected=result.checked.rejected_count,
+        rejected=rejected,
         partitions=f"{result.partitions:,} Spark partitions ({result.layout})",
         rows=n_rows,
         label=result.label,
-        warnings=(early.caught if early else [])
-        + result.warnings()
-        + [str(w.message) for w in caught],
+        warnings=(early.caught if early else []) + run_warnings + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
     )
 
@@ -417,6 +407,27 @@ def _start_spark(master, input, prepare=None):
 
         prepared = prepare() if prepare is not None else None
         return starting.result(), prepared
+
+
+def _spark_outputs(result, output, rejected_path, progress) -> tuple[int, int, list[str]]:
+    """Write the rows and the rejected rows; (rows, rejected rows, the run's warnings),
+    all taken before the checked rows Spark keeps are dropped."""
+    from sparkcep.runners.spark_files import write_spark
+
+    progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
+    n_rows = _spark_rows(result, output)
+    if rejected_path is None:
+        pass
+    elif result.rejected_rows is not None:  # checked in the driver
+        _write_rejected_pandas(result.rejected_rows, rejected_path)
+    elif result.checked.may_reject():
+        progress.step("writing rejected rows to " + rejected_path)
+        result.checked.rejected_written(write_spark(result.rejected, rejected_path))
+        if not result.checked.rejected_count:
+            os.remove(rejected_path)
+    elif os.path.exists(rejected_path):
+        os.remove(rejected_path)
+    return n_rows, result.checked.rejected_count, result.warnings()
 
 
 def _spark_rows(result, output) -> int:

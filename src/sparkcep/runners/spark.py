@@ -34,6 +34,7 @@ from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
+from sparkcep.runners.spark_once import check_rows_once, one_read
 from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
 from sparkcep.runners.spark_session import spark_session
 
@@ -95,20 +96,35 @@ def execute(
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
     partitions: int | None = None,
+    head: dict[str, list[str]] | None = None,
 ) -> SparkRun:
-    """Run queries on a Spark DataFrame; returns the rows and rejected rows (lazy)."""
-    checked = check_rows(
-        df, time_col=options.time_col, type_col=type_column(df.columns, queries, options),
-        id_col=options.id_col, split_cols=split_cols, infer_types=infer_types,
-        read=named_columns(queries, df.columns, options) if infer_types else None,
-    )  # fmt: skip
+    """Run queries on a Spark DataFrame; returns the rows and rejected rows (lazy).
+
+    `head` (a CSV input's first cells by column: `spark_files.SparkInput.head`) lets the
+    checking pass read the input once (`spark_once`); the run's `checked.release()`
+    then drops the rows Spark keeps for it."""
+    roles = {
+        "time_col": options.time_col,
+        "type_col": type_column(df.columns, queries, options),
+        "id_col": options.id_col,
+    }
+    read = named_columns(queries, df.columns, options) if infer_types else None
+    checked = None
+    if infer_types and head is not None and split_cols is not None and one_read():
+        checked = check_rows_once(df, split_cols=split_cols, read=read, head=head, **roles)
+    if checked is None:
+        checked = check_rows(df, split_cols=split_cols, infer_types=infer_types, read=read, **roles)
     schema = schema_of(checked.valid, ignore=(TICKS, ROW, *checked.coerced.values()))
     schema[options.time_col] = checked.time_kind
-    plans, names = plan_queries(queries, schema, options)
-    programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
-    checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
-    checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
-    return matched(checked, plans, programs, options, partitions)
+    try:
+        plans, names = plan_queries(queries, schema, options)
+        programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
+        checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
+        checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
+        return matched(checked, plans, programs, options, partitions)
+    except BaseException:  # a query error: the rows kept for the run are not needed
+        checked.release()
+        raise
 
 
 def matched(

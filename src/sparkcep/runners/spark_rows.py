@@ -78,6 +78,15 @@ class Checked:
     # Valid events whose id another has, when counted already (rows checked in the
     # driver: runners/driver_check.py); None: counted by a Spark job when asked.
     duplicates: int | None = None
+    # The checked rows kept by Spark (one read of the input: runners/spark_once.py),
+    # until `release`.
+    cached: DataFrame | None = None
+
+    def release(self) -> None:
+        """Drop the checked rows Spark keeps (when it keeps them)."""
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
     @property
     def rejected_count(self) -> int:
@@ -163,11 +172,7 @@ def check_rows(
     JVM CPU either way; 6.65 s keeping the facts too), so it is not kept.
     """
     columns = df.columns
-    for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col is not None and col not in columns:
-            raise DataError(
-                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
-            )
+    check_columns(columns, time_col, type_col, id_col)
     if infer_types:
         df = _null_tokens(df)
     reasons = _Reasons(df, time_col, type_col, text=infer_types, id_col=id_col)
@@ -230,6 +235,15 @@ def check_rows(
         id_given,
         mostly_text=mostly,
     )
+
+
+def check_columns(columns: list[str], time_col: str, type_col: str | None, id_col: str | None):
+    """The time, type and id columns must be in the input."""
+    for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
+        if col is not None and col not in columns:
+            raise DataError(
+                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
+            )
 
 
 def _cast_column(name: str, i: int, kind: str) -> Column:

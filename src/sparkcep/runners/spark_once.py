@@ -1,0 +1,305 @@
+"""Checking a CSV input with one read of the files (issue 16 §1).
+
+Spark's checking pass (`spark_rows.check_rows`) reads the files twice: once to count
+and to choose each column's type, once more to give the rows those types. Here the
+types are guessed from the first rows of the first file (read in the driver), and one
+Spark job reads every row, checks it with the guessed types, counts what the choice
+needs (observed while the job runs) and keeps the checked rows (a Spark cache, spilled
+to disk when memory runs short). The matching and the rejected rows then read the cache.
+
+A guess never decides a result: the counts of every row must confirm that Spark's
+checking pass would have chosen the same types (`confirmed`). Where they do not, the
+cache is dropped and the run takes the two reads (`check_rows`), so the output is the
+same either way. Guessing fewer types also computes less: a column guessed `long` is
+not read as a boolean or a timestamp at all, since those counts cannot change the choice.
+
+SPARKCEP_ONE_READ=0 turns it off (docs/input.md).
+
+>>> guess_kind(["1", " 22", "NA", "-3"]), guess_kind(["1.5", "2"]), guess_kind(["true", "x"])
+('long', 'double', 'string')
+>>> guess_kind([str(i) for i in range(9)] + ["x"]), guess_kind(["2024-01-02", "2024-01-03 10:00"])
+('long', 'timestamp')
+>>> guess_time(["1700000000000", "12", "3.0"]), guess_time(["2024-01-01 10:00:00"])
+('int', 'timestamp')
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from sparkcep.errors import DataError
+from sparkcep.files import CORRUPT
+from sparkcep.inputs import MOSTLY_NUMBERS, NULL_TOKENS, NUMERIC_SHARE, REASON, ROW
+from sparkcep.prep.table import TICKS
+from sparkcep.runners.spark_rows import (
+    CAST,
+    MID,
+    POST,
+    PRE,
+    RAW,
+    SPLIT,
+    Checked,
+    _casts,
+    _null_tokens,
+    _Reasons,
+    _row_numbers,
+    _sortable,
+    _text_columns,
+    _valid_text,
+    check_columns,
+)
+
+ENV = "SPARKCEP_ONE_READ"
+KINDS = ("long", "double", "boolean", "timestamp")  # the order the checking pass tries
+AS_READ = "__as_read"  # a row's cells as read, kept where the row may be rejected
+INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs
+DATE = re.compile(r"^\s*[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
+WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+NUMBER = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")
+
+
+def one_read() -> bool:
+    """Whether CSV inputs are checked with one read (SPARKCEP_ONE_READ, default on)."""
+    return os.environ.get(ENV, "").strip() != "0"
+
+
+def _present(cells: list[str]) -> list[str]:
+    return [c for c in cells if c.strip(" ") not in NULL_TOKENS]
+
+
+def guess_kind(cells: list[str]) -> str:
+    """The type the first rows' cells suggest, by the checking pass's own rule
+    (`chosen_kind`) over their counts as Python reads them: 'long', 'double',
+    'boolean', 'timestamp' (dates written year first) or 'string'."""
+    present = _present(cells)
+    counts = {
+        "any": len(present),
+        "long": sum(bool(INTEGER.match(c)) for c in present),
+        "double": sum(bool(NUMBER.match(c)) for c in present),
+        "boolean": sum(c.strip().lower() in ("true", "false") for c in present),
+        "timestamp": sum(bool(DATE.match(c)) for c in present),
+    }
+    return chosen_kind(counts) or "string"
+
+
+def guess_time(cells: list[str]) -> str:
+    """How the first rows' times read: 'int' when every one is a whole number (any
+    number of digits: a time beyond the limit is a row's fault, not the column's)."""
+    present = _present(cells)
+    return "int" if present and all(_whole(c) for c in present) else "timestamp"
+
+
+def _whole(cell: str) -> bool:
+    if WHOLE.match(cell):
+        return True
+    try:
+        return bool(NUMBER.match(cell)) and float(cell).is_integer()
+    except OverflowError:
+        return False
+
+
+def counted_kinds(guess: str) -> tuple[str, ...]:
+    """The types whose counts decide whether a column guessed `guess` gets it: the ones
+    tried before it, and itself (all of them for text)."""
+    return KINDS if guess == "string" else KINDS[: KINDS.index(guess) + 1]
+
+
+def chosen_kind(counts: dict[str, int]) -> str | None:
+    """The type the checking pass gives a column with these counts ('any': present
+    cells; one per type) as `spark_rows._typed_columns` decides it; None when a count
+    it needs was not taken."""
+    if not counts["any"]:
+        return "string"
+    for kind in KINDS:
+        if kind not in counts:
+            return None
+        need = counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
+        if counts[kind] >= need:
+            return kind
+    return "string"
+
+
+def check_rows_once(
+    df: DataFrame,
+    *,
+    time_col: str,
+    type_col: str | None,
+    id_col: str | None,
+    split_cols: list[Column],
+    read: set[str] | None,
+    head: dict[str, list[str]],
+) -> Checked | None:
+    """`check_rows(df, ..., infer_types=True)` with one read of a text input, or None
+    when the counts do not confirm the types guessed from `head` (each column's first
+    cells): the caller then takes `check_rows`. The checked rows stay cached until
+    `Checked.release()`."""
+    check_columns(df.columns, time_col, type_col, id_col)
+    columns = df.columns
+    df = _null_tokens(df)
+    reasons = _Reasons(df, time_col, type_col, text=True, id_col=id_col)
+    time_kind = next(iter(reasons.candidates))
+    if len(reasons.candidates) > 1:
+        time_kind = guess_time(head.get(time_col, []))
+        if time_kind == "int":  # confirmed when no row fails the integer reading alone
+            reasons.candidates = {"int": reasons.candidates["int"]}
+    inferred = [
+        c for c in _text_columns(df, (time_col, type_col, CORRUPT)) if read is None or c in read
+    ]
+    guesses = {name: guess_kind(head.get(name, [])) for name in inferred}
+    split_names = [f"{SPLIT}{i}" for i in range(len(split_cols))]
+    facts = [*reasons.probe(), *[c.alias(n) for n, c in zip(split_names, split_cols)]]
+    aggs = [*reasons.aggregates(), F.count(F.when(_other(), 1)).alias("other")]
+    if id_col is None:
+        facts.append(F.monotonically_increasing_id().alias(MID))
+    for i, name in enumerate(inferred):
+        casts = _casts(name)
+        for kind in ("any", *counted_kinds(guesses[name])):
+            if kind != "any":
+                facts.append(casts[kind].alias(f"{CAST}{i}_{kind}"))
+            cell = F.col(f"`{name}`") if kind == "any" else F.col(f"{CAST}{i}_{kind}")
+            aggs.append(F.count(F.when(~reasons.corrupt, cell)).alias(f"c{i}_{kind}"))
+    # A name of its own: a cached plan equal to another run's (one not released) would
+    # be reused, its rows not read again, and this observation never filled.
+    observation = Observation(f"sparkcep checking pass {uuid.uuid4().hex}")
+    staged = (
+        df.select("*", *facts)
+        .withColumn(REASON, reasons.reason(time_kind))
+        .observe(observation, *aggs)
+    )
+    kept = _kept(columns, inferred, guesses, time_col)
+    cached = staged.select(
+        *split_names,
+        *([MID] if id_col is None else []),
+        REASON,
+        *[c.alias(n) for n, c in kept.items()],
+        _time_value(time_kind).alias(time_col),
+        F.col(f"__tick_{time_kind}").alias(TICKS),
+    )
+    cached = _persisted(cached)
+    counts = [F.count(F.lit(1)).alias("n")]
+    if id_col is None:
+        counts.append(F.min(MID).alias("base"))
+    splits = cached.groupBy(*split_names).agg(*counts).collect()  # fills the cache
+    splits = sorted(splits, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
+    stats = observation.get
+    confirmed_types = _confirmed(stats, reasons, time_kind, guesses)
+    if confirmed_types is None:
+        cached.unpersist()
+        return None
+    if sum(r["n"] for r in splits) == 0:
+        cached.unpersist()
+        raise DataError("the input holds no events")
+    roles = (time_col, type_col, id_col)
+    return _checked(cached, stats, splits, split_names, time_kind, confirmed_types, columns, roles)
+
+
+def _persisted(df: DataFrame) -> DataFrame:
+    """`df` kept by Spark in memory (on disk past it), uncompressed: compressing the
+    columns cost more CPU than the rows' second read saves (G2, 1M events: 10.8 against
+    8.9 JVM CPU seconds). Spark reads the setting when the cache is declared."""
+    conf = df.sparkSession.conf
+    key = "spark.sql.inMemoryColumnarStorage.compressed"
+    before = conf.get(key)
+    conf.set(key, "false")
+    try:
+        return df.persist(StorageLevel.MEMORY_AND_DISK)
+    finally:
+        conf.set(key, before)
+
+
+def _other() -> Column:
+    """A row rejected for a reason other than its time's reading."""
+    return F.col(PRE).isNotNull() | F.col(POST).isNotNull()
+
+
+def _time_value(time_kind: str) -> Column:
+    ticks = F.col(f"__tick_{time_kind}")
+    return F.timestamp_micros(ticks) if time_kind == "timestamp" else ticks
+
+
+def _kept(columns, inferred, guesses, time_col) -> dict[str, Column]:
+    """The cached columns besides the row's reason and time: each column, typed as
+    guessed where the queries may read it; beside a typed one the cell as read where a cell of the row
+    is not of its type (such a row may be rejected later: `reject_bad_cells` gives the
+    rejected row its cells as read); and every cell as read where the row is rejected."""
+    # Every column, as in `check_rows`' valid rows: a row a query's own check rejects
+    # later shows all its cells, those the queries do not read too.
+    readable = [c for c in columns if c not in (CORRUPT, time_col)]
+    typed = {i: n for i, n in enumerate(inferred) if guesses[n] != "string"}
+    kept = {}
+    for c in readable:
+        i = next((i for i, n in typed.items() if n == c), None)
+        kept[c] = F.col(f"`{c}`") if i is None else F.col(f"{CAST}{i}_{guesses[c]}")
+    not_typed = [F.col(f"`{n}`").isNotNull() & F.col(f"{CAST}{i}_{guesses[n]}").isNull()
+                 for i, n in typed.items()]  # fmt: skip
+    if not_typed:
+        some = not_typed[0]
+        for more in not_typed[1:]:
+            some = some | more
+        for i, n in typed.items():
+            kept[f"{RAW}{i}"] = F.when(some, F.col(f"`{n}`"))
+    rejected = F.col(REASON).isNotNull()
+    kept[AS_READ] = F.when(rejected, F.struct(*[F.col(f"`{c}`") for c in columns]))
+    return kept
+
+
+def _confirmed(stats, reasons: _Reasons, time_kind: str, guesses: dict) -> dict | None:
+    """The column types the checking pass would choose, if the counts confirm the
+    guesses (the time's reading too); None otherwise."""
+    if len(reasons.candidates) == 1:
+        if time_kind == "int" and stats["bad_int"] != stats["other"]:
+            return None  # some row reads only as a timestamp, maybe
+    elif reasons.time_kind([stats]) != time_kind:
+        return None
+    chosen = {}
+    for i, (name, guess) in enumerate(guesses.items()):
+        counts = {k: stats[f"c{i}_{k}"] for k in ("any", *counted_kinds(guess))}
+        kind = chosen_kind(counts)
+        if kind != guess:
+            return None
+        chosen[name] = (kind, counts)
+    return chosen
+
+
+def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, roles) -> Checked:
+    """The checked rows, from the cache, as `check_rows` gives them."""
+    _, type_col, id_col = roles
+    id_given = id_col is not None
+    rows = cached
+    if id_col is None:
+        rows, id_col = _row_numbers(cached, splits, split_names), ROW
+    coerced, mostly, unused = {}, {}, []
+    for i, (name, (kind, counts)) in enumerate(chosen.items()):
+        if kind == "string":
+            if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
+                mostly[name] = (counts["double"], counts["any"])
+        elif counts[kind] < counts["any"]:
+            coerced[name] = f"{RAW}{i}"
+        else:
+            unused.append(f"{RAW}{i}")
+    reason = F.col(REASON)
+    valid = rows.filter(reason.isNull()).drop(REASON, AS_READ, *split_names, *unused)
+    as_read = [F.col(f"{AS_READ}.`{c}`").alias(c) for c in columns]
+    tail = [REASON] if id_given else [REASON, ROW]
+    rejected = _valid_text(rows.filter(reason.isNotNull()).select(*as_read, *tail))
+    return Checked(
+        valid,
+        rejected,
+        id_col,
+        sum(r["n"] for r in splits),
+        stats[f"bad_{time_kind}"],
+        stats[f"tmin_{time_kind}"],
+        stats[f"tmax_{time_kind}"],
+        "timestamp" if time_kind == "timestamp" else "int",
+        coerced,
+        set(stats["types"]) if type_col is not None else None,
+        id_given,
+        mostly_text=mostly,
+        cached=cached,
+    )

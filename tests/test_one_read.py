@@ -1,0 +1,229 @@
+"""A CSV input checked with one read (issue 16 §1, runners/spark_once.py): `sparkcep run`
+through Spark's checking pass gives the same rows, rejected rows (cells and reasons),
+summary and warnings whether it reads the files once, with the types guessed from the
+first rows and confirmed by the counts, or twice (SPARKCEP_ONE_READ=0, the reference).
+A guess the counts do not confirm falls back to the two reads. Both ways run in this
+process, in the test session's Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_bad_inputs import sparkcep
+from test_driver_check import table
+
+from sparkcep.files import HEAD_ROWS
+from sparkcep.runners import spark as spark_runner
+from sparkcep.runners import spark_once
+from sparkcep.runners.driver_check import ENV as DRIVER_ENV
+
+QUERY = "PATTERN SEQ(A a, B b) WHERE [k] AND b.v > a.v WITHIN 10"
+
+
+def jsonl(path: Path) -> list[dict] | None:
+    if not path.exists():
+        return None
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_way(capsys, monkeypatch, way: str, folder: Path, args) -> dict:
+    """One Spark run with Spark's checking pass, reading once ('1') or twice ('0');
+    `taken`: whether the one read was kept (None: not tried)."""
+    monkeypatch.setenv(DRIVER_ENV, "0")
+    monkeypatch.setenv(spark_once.ENV, way)
+    tried: list = []
+    once = spark_once.check_rows_once
+
+    def spy(*a, **k):  # the real function; only its answer is noted
+        checked = once(*a, **k)
+        tried.append(checked is not None)
+        return checked
+
+    monkeypatch.setattr(spark_runner, "check_rows_once", spy)
+    out = folder / way / "m.jsonl"
+    code, stdout, err = sparkcep(capsys, "run", *args, "-o", out)
+    assert code == 0, err
+    summary = table(stdout)
+    return {
+        "taken": tried[0] if tried else None,
+        "summary": {k: v for k, v in summary.items() if k not in ("seconds", "events/s")},
+        "rows": jsonl(out),
+        "rejected": jsonl(folder / way / "m.rejected.jsonl"),
+        "warnings": sorted(line for line in err.splitlines() if line.startswith("warning")),
+    }
+
+
+def both_ways(capsys, monkeypatch, tmp_path, *args) -> tuple[dict, dict]:
+    """The run read once and read twice: everything the user sees is equal."""
+    once = run_way(capsys, monkeypatch, "1", tmp_path, args)
+    twice = run_way(capsys, monkeypatch, "0", tmp_path, args)
+    assert twice["taken"] is None
+    here, there = str(tmp_path / "1"), str(tmp_path / "0")
+    assert {k: v.replace(here, there) for k, v in once["summary"].items()} == twice["summary"]
+    for what in ("rows", "rejected", "warnings"):
+        assert once[what] == twice[what], what
+    return once, twice
+
+
+HEADER = "ts,type,k,v,note\n"
+CLEAN = "".join(f"{t},{'AB'[t % 2]},{t % 3},{t * 1.5},x{t}\n" for t in range(1, 60))
+# The rows the guess reads, then rows that contradict it (the guess is not kept).
+GUESSED = "".join(f"{t},{'AB'[t % 2]},{t % 3},{t},x\n" for t in range(HEAD_ROWS))
+LATER = HEAD_ROWS + 10
+# name: (the file's text, whether the one read is kept, extra options or ["QUERY", query])
+CASES = {
+    "clean": (HEADER + CLEAN, True, []),
+    # v: 1 word in 60 values (a column of numbers; the word's row is rejected later,
+    # with its cells as read, its k too)
+    "a_word_among_numbers": (
+        HEADER + CLEAN + "70,B,1,oops,y\n", True, [],
+    ),
+    # v starts with integers, then mostly words: not numbers after all
+    "integers_then_words": (
+        HEADER + GUESSED + "".join(f"{t},B,1,w{t},z\n" for t in range(LATER, LATER + 300)),
+        False, [],
+    ),
+    # v starts with integers, then decimals: numbers, not integers
+    "integers_then_decimals": (
+        HEADER + GUESSED + "".join(f"{t},B,1,{t}.5,z\n" for t in range(LATER, LATER + 300)),
+        False, [],
+    ),
+    # the first times are integers, then one row's time is only a timestamp
+    "integer_times_then_a_timestamp": (
+        HEADER + GUESSED + "2024-01-01 10:00:00,A,1,1,a\n", False, [],
+    ),
+    "timestamps": (
+        HEADER + "".join(f"2024-01-01 10:00:{s:02d},{'AB'[s % 2]},1,{s},c\n" for s in range(50))
+        + "soon,A,1,1,d\n", True, ["QUERY", QUERY.replace("WITHIN 10", "WITHIN 10 s")],
+    ),
+    "bad_rows": (
+        HEADER + "1,A,1,1.0,a\n,B,1,2,b\n2,,1,3,c\n3,B,1,4,d,extra\nNA,A,1,1,e\n"
+        + "4,B,NA,9,f\n5,B,1,8,g\n4611686018427387905,A,1,1,h\n6,B,1,\xe9,i\n",
+        True, [],
+    ),
+    # k: booleans in the first rows, a number later (a column of text)
+    "booleans_then_a_number": (
+        HEADER + "".join(f"{t},{'AB'[t % 2]},{'true' if t % 2 else 'false'},{t},c\n"
+                         for t in range(HEAD_ROWS)) + f"{LATER},A,7,1,c\n",
+        False, [],
+    ),
+    "a_text_key_mostly_numbers": (
+        HEADER + "".join(f"{t},{'AB'[t % 2]},{t % 4 if t % 3 else 'n'},{t},c\n"
+                         for t in range(1, 40)),
+        True, [],
+    ),
+    "ids_given": (
+        "id," + HEADER + "".join(f"{t % 30},{t},{'AB'[t % 2]},1,{t},c\n" for t in range(1, 40)),
+        True, ["--id", "id"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_read_gives_what_two_reads_give(spark, capsys, monkeypatch, tmp_path, case):
+    text, kept, options = CASES[case]
+    query = options[1] if options[:1] == ["QUERY"] else QUERY
+    options = [] if options[:1] == ["QUERY"] else options
+    path = tmp_path / "e.csv"
+    path.write_bytes(text.encode("latin-1"))
+    once, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path, *options)
+    assert once["taken"] is kept
+
+
+@pytest.mark.spark
+def test_a_folder_of_files_numbers_rows_in_file_order(spark, capsys, monkeypatch, tmp_path):
+    """Row numbers run through the files in name order, each file's rows in order, as
+    with two reads; the second file's first rows are not the guess's."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        rows = "".join(
+            f"{t},{'AB'[t % 2]},{t // 2 % 3},{t + i}\n" for t in range(i * 20, i * 20 + 20)
+        )
+        (folder / f"part-{i}.csv").write_text("ts,type,k,v\n" + rows)
+    once, _ = both_ways(capsys, monkeypatch, tmp_path, QUERY, "-i", folder)
+    assert once["taken"] is True
+    assert once["rows"]  # the query matches: row numbers are compared, not only counts
+
+
+CELLS = st.sampled_from(["1", "2", "17", "-3", "2.5", "1e3", "x", "true", "NA", "", " 4 "])
+TIMES = st.sampled_from(["1", "2", "3", "5", "8", "13", "2024-01-01", "soon", "", "1.0"])
+
+
+@pytest.mark.spark
+@settings(
+    max_examples=6, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)  # fmt: skip
+@given(
+    rows=st.lists(
+        st.tuples(TIMES, st.sampled_from(["A", "B", "C", ""]), CELLS, CELLS),
+        min_size=1, max_size=40,
+    )
+)  # fmt: skip
+def test_random_files_give_the_same_either_way(spark, capsys, monkeypatch, tmp_path, rows):
+    """Any mix of cells: a confirmed guess or a fallback, the same answer."""
+    folder = tmp_path / f"h{abs(hash(tuple(rows)))}"
+    folder.mkdir()
+    path = folder / "e.csv"
+    path.write_text("ts,type,k,v\n" + "".join(",".join(r) + "\n" for r in rows))
+    both_ways(capsys, monkeypatch, folder, QUERY, "-i", path)
+
+
+def test_the_guess_counts_only_the_types_that_decide():
+    """A column guessed as integers is not read as booleans or timestamps; text is read
+    every way (the choice rests on every count)."""
+    assert spark_once.counted_kinds("long") == ("long",)
+    assert spark_once.counted_kinds("double") == ("long", "double")
+    assert spark_once.counted_kinds("string") == spark_once.KINDS
+    # 9 of 10 present cells are integers: integers (inputs.NUMERIC_SHARE is 0.9)
+    assert spark_once.chosen_kind({"any": 10, "long": 9}) == "long"
+    # 8 of 10: not integers, and the double count is needed to say more
+    assert spark_once.chosen_kind({"any": 10, "long": 8}) is None
+    assert spark_once.chosen_kind({"any": 10, "long": 8, "double": 10}) == "double"
+    assert spark_once.chosen_kind({"any": 0, "long": 0}) == "string"
+
+
+def kept_rdds(spark) -> int:
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+
+@pytest.mark.spark
+def test_the_kept_rows_are_dropped_when_the_run_ends(spark, capsys, monkeypatch, tmp_path):
+    """After a run, and after a query error found once the rows were checked, Spark keeps
+    nothing of the input (a later run over the same file reads it again)."""
+    monkeypatch.setenv(DRIVER_ENV, "0")
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + CLEAN)
+    before = kept_rdds(spark)
+    code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "m.jsonl")
+    assert code == 0, err
+    assert kept_rdds(spark) == before
+    # 'nope' is no column: the plan fails after the checking pass
+    bad = QUERY.replace("b.v > a.v", "b.nope > a.v")
+    code, _, err = sparkcep(capsys, "run", bad, "-i", path, "-o", tmp_path / "m.jsonl")
+    assert code == 2 and "nope" in err
+    assert kept_rdds(spark) == before
+    code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "n.jsonl")
+    assert code == 0, err
+    assert (tmp_path / "m.jsonl").read_text() == (tmp_path / "n.jsonl").read_text()
+
+
+@pytest.mark.spark
+def test_an_input_over_the_size_is_read_twice(spark, capsys, monkeypatch, tmp_path):
+    """Over spark_files.ONE_READ_BYTES (unpacked) nothing is guessed or kept."""
+    from sparkcep.runners import spark_files
+
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + CLEAN)
+    monkeypatch.setattr(spark_files, "ONE_READ_BYTES", path.stat().st_size)
+    ran = run_way(capsys, monkeypatch, "1", tmp_path, (QUERY, "-i", path))
+    assert ran["taken"] is None
+    monkeypatch.setattr(spark_files, "ONE_READ_BYTES", path.stat().st_size + 1)
+    ran = run_way(capsys, monkeypatch, "1", tmp_path / "again", (QUERY, "-i", path))
+    assert ran["taken"] is True
