@@ -59,14 +59,16 @@ def one_version(folder: str) -> dict:
 
     spark = spark_session("local[1]")
     source = streaming.read_stream(spark, folder, max_files=1)
-    _, step, _ = streaming.prepare_stream(
+    sdf, step, _ = streaming.prepare_stream(
         source, G2_QUERY, Options(id_col="id", time_unit="ms"), "0"
     )
+    fed = set(sdf.columns)
     spark.stop()
     frame = g2()
     frame.insert(0, "id", np.arange(len(frame)))
     for col, raw in step.raw.items():
-        frame[raw] = frame[col].astype(str)
+        if raw in fed:  # the cells as read, where the version gives them to the step
+            frame[raw] = frame[col].astype(str)
     frame = frame[frame["type"].isin(list("ABC"))].reset_index(drop=True)
     frame[TICKS] = frame["ts"]
     frame[MASK] = step.program.mask(frame)

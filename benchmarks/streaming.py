@@ -6,13 +6,14 @@ query does not name) so that the watermark passes the last events and the output
 complete. The query is skip-till-next `SEQ(A a, B b, C c)` with `[k]` WITHIN 5 s; its
 batch answer has 8,438 matches and the stream's is checked against that count.
 
-Measured for each code version (this tree's `src`, and `--before SRC`, e.g. the main
-checkout's `src` with one Python call per key), each run in its own process, the versions
-in turn:
+Measured for each code version (this tree's `src`, and `--before SRC`, e.g. a checkout of
+main's `src`), each run in its own process, the versions in turn:
 - files per micro-batch 1, 5 and 21 (trigger available-now): sustained events/s = events
   / the sum of the micro-batches' durations, and the median and 95th percentile of a
   micro-batch's duration (its latency: from the trigger to the rows written);
-- the whole `sparkcep stream` process (JVM start to the summary) for 1 file per batch.
+- the whole `sparkcep stream` process (JVM start to the summary) for 1 file per batch;
+- where a micro-batch's time goes: the medians of Spark's durationMs parts, the first
+  micro-batch's duration and the events/s of the others.
 
     python -m benchmarks.streaming [--before /work/main/src]
 """
@@ -81,6 +82,8 @@ def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
     progress = [p for p in running.recentProgress if p["numInputRows"] > 0]
     durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
     events = sum(p["numInputRows"] for p in progress)
+    later = progress[1:]  # without the first micro-batch (Python workers start, JIT)
+    later_events = sum(p["numInputRows"] for p in later)
     matches = count_rows(out)
     return {
         "run": f"in-process, {files_per_batch} file(s) per micro-batch",
@@ -91,6 +94,9 @@ def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
         "correct": matches == EXPECTED_MATCHES,
         "seconds": wall,
         "events_per_s": events / sum(durations),
+        "events_per_s_after_first": later_events / sum(durations[1:]) if later else None,
+        "first_batch_s": durations[0],
+        "state_partitions": progress[0]["stateOperators"][0]["numShufflePartitions"],
         "latency_median_s": statistics.median(durations),
         "latency_p95_s": float(np.percentile(durations, 95)),
         # where a micro-batch's time goes (medians, s): Spark's stages of a trigger
@@ -189,7 +195,7 @@ def targets(rows: list[dict]) -> list[dict]:
 
     def peer(key: str, unit: str) -> str:
         return (
-            f"per-key code, same run: {before[key]:,.{0 if unit == 'ev/s' else 2}f} {unit}"
+            f"the --before code, same run: {before[key]:,.{0 if unit == 'ev/s' else 2}f} {unit}"
             if before
             else ""
         )
@@ -203,6 +209,32 @@ def targets(rows: list[dict]) -> list[dict]:
     ]  # fmt: skip
 
 
+def _parts_table(rows: list[dict]) -> list[str]:
+    """Where a micro-batch's time goes (medians of Spark's durationMs parts, ms), and the
+    events/s without the first micro-batch."""
+    lines = [
+        "",
+        "Where a micro-batch's time goes (medians over the micro-batches with events, ms;"
+        " addBatch runs the micro-batch's Spark job and the writer), the first micro-batch"
+        " (Python workers start, the JVM compiles) and the events/s of the others:",
+        "",
+        "| code | run | state partitions | " + " | ".join(PARTS)
+        + " | first micro-batch s | events/s after the first |",
+        "|---|---|---:|" + "---:|" * len(PARTS) + "---:|---:|",
+    ]  # fmt: skip
+    for r in rows:
+        if "parts" not in r:
+            continue
+        parts = " | ".join(f"{r['parts'][p] * 1000:.0f}" for p in PARTS)
+        after = r.get("events_per_s_after_first")
+        lines.append(
+            f"| {r['version']} | {r['run']} | {r.get('state_partitions', '–')} | {parts} | "
+            f"{r.get('first_batch_s', float('nan')):.2f} | "
+            + (f"{after:,.0f} |" if after else "– |")
+        )
+    return lines
+
+
 def write(rows: list[dict], before: str | None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(RESULTS / "streaming.csv", index=False)
@@ -212,10 +244,9 @@ def write(rows: list[dict], before: str | None) -> None:
         f"Query: `{G2_QUERY}` (`--time-unit ms`), Spark local[*] on 2 cores, trigger",
         "available-now. Sustained events/s = events / the sum of micro-batch durations;",
         "latency = a micro-batch's duration (trigger to rows written). `correct`: the",
-        f"stream's rows number the batch answer's {EXPECTED_MATCHES:,}. `after`: keys in hash",
-        "buckets (this tree)"
-        + (f"; `before`: one Python call per key (`{before}`), the versions run in turn,"
-           " each run a process of its own." if before else "."),
+        f"stream's rows number the batch answer's {EXPECTED_MATCHES:,}. `after`: this tree"
+        + (f"; `before`: the code in `{before}`; the versions run in turn, each run a"
+           " process of its own." if before else "."),
         "",
         f"Load average (1 min) at the start and end of the run: {LOAD[0]:.1f}, "
         f"{os.getloadavg()[0]:.1f} (on {os.cpu_count()} cores).",
@@ -233,6 +264,7 @@ def write(rows: list[dict], before: str | None) -> None:
             f"| {r['version']} | {r['run']} | {r.get('micro_batches', '–')} | {r['matches']:,} | "
             f"{r['correct']} | {r['seconds']:.1f} | {r['events_per_s']:,.0f} | {lat} |"
         )
+    lines += _parts_table(rows)
     if before:
         lines += ["", "| run | events/s after / before | latency median after / before |",
                   "|---|---:|---:|"]  # fmt: skip

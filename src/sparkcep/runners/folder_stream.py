@@ -15,6 +15,7 @@ re-types a column: it is a rejected row, with its reason. Parquet files keep the
 from __future__ import annotations
 
 import csv
+import gc
 import gzip
 import json
 import os
@@ -121,9 +122,57 @@ def _batches(path: str, fmt: str, sep: str, columns: list[str], header: list[str
         yield from table.select([c for c in columns if c in table.column_names]).to_batches()
         return
     names = [*columns, CORRUPT]
-    rows = _text_rows(path, fmt, sep, header, expected=columns)
-    data = {c: [r.get(c) for r in rows] for c in names}
+    if fmt == "csv":
+        data = _csv_columns(path, sep, header, expected=columns)
+    else:
+        rows = _text_rows(path, fmt, sep, header, expected=columns)
+        data = {c: [r.get(c) for r in rows] for c in names}
     yield pa.RecordBatch.from_pydict(data, schema=pa.schema([(c, pa.string()) for c in names]))
+
+
+def _csv_columns(path: str, sep: str, header: list[str] | None, expected: list[str]) -> dict:
+    """A CSV file's cells column by column (the rows `_text_rows` reads, without a dict
+    per row), CORRUPT holding the text of each malformed row.
+
+    The garbage collector waits meanwhile: the file's rows, a list of cells each, hold no
+    cycles to collect, and its passes over them took longer than the reading."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _csv_cells(path, sep, header, expected)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _csv_cells(path: str, sep: str, header: list[str] | None, expected: list[str]) -> dict:
+    with reading(path), _text_file(path) as f:
+        reader = csv.reader(f, delimiter=sep)
+        header = _csv_header(path, header or next(reader, []), expected)
+        rows = list(reader)
+    width = len(header)
+    corrupt = [None if len(values) == width else sep.join(values) for values in rows]
+    if any(text is not None for text in corrupt):
+        blank = [None] * width
+        rows = [values if len(values) == width else blank for values in rows]
+    cells = list(zip(*rows)) if rows else [()] * width
+    data = {name: _column_cells(column) for name, column in zip(header, cells)}
+    data[CORRUPT] = corrupt
+    return data
+
+
+def _csv_header(path: str, header: list[str], expected: list[str] | None) -> list[str]:
+    if expected is not None and header != expected:
+        raise DataError(
+            f"'{path}' has the header ({', '.join(header)}) but the stream's files have "
+            f"({', '.join(expected)}): move it out of the folder"
+        )
+    return header
+
+
+def _text_file(path: str):
+    opener = gzip.open if path.endswith(".gz") else open
+    return opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace")
 
 
 def _text_rows(
@@ -134,16 +183,10 @@ def _text_rows(
     header's; in JSON lines, a line that is not an object) is a row of its text in
     CORRUPT, rejected downstream as malformed (docs/input.md). A CSV file whose header
     is not the stream's is refused."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with reading(path), opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace") as f:
+    with reading(path), _text_file(path) as f:
         if fmt == "csv":
             reader = csv.reader(f, delimiter=sep)
-            header = header or next(reader, [])
-            if expected is not None and header != expected:
-                raise DataError(
-                    f"'{path}' has the header ({', '.join(header)}) but the stream's files have "
-                    f"({', '.join(expected)}): move it out of the folder"
-                )
+            header = _csv_header(path, header or next(reader, []), expected)
             return [
                 dict(zip(header, _cells(values)))
                 if len(values) == len(header)
@@ -167,6 +210,11 @@ def _text_rows(
 
 def _cells(values: list[str]) -> list[str | None]:
     return [None if v.strip() in NULL_TOKENS else v for v in values]
+
+
+def _column_cells(column) -> list[str | None]:
+    """`_cells` of a column, whose malformed rows hold None."""
+    return [None if v is None or v.strip() in NULL_TOKENS else v for v in column]
 
 
 def _text(v) -> str | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -323,6 +324,8 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
     sdf = prepared.sdf.withColumn(REASON, _reason(prepared, program, type_col, nanos))
+    # The cells as read serve the reasons only: the shuffle and the state go without them.
+    sdf = sdf.drop(*prepared.raw.values())
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
@@ -439,7 +442,7 @@ class StreamStep:
         for k in touched:
             program_state = states[k]
             if k in released:
-                rows.append(program.process(program_state, released[k].drop(columns=self._drop)))
+                rows.append(program.process(program_state, self._given(released[k])))
             if watermark is not None:
                 rows.append(program.advance(program_state, watermark))
             pending = kept.get(k)
@@ -464,7 +467,7 @@ class StreamStep:
         held, ready = self._held([pending, new], watermark)
         rows = []
         if ready.any():
-            rows.append(program.process(program_state, held[ready].drop(columns=self._drop)))
+            rows.append(program.process(program_state, self._given(held[ready])))
         if watermark is not None:
             rows.append(program.advance(program_state, watermark))
         kept = held[~ready].reset_index(drop=True) if held is not None and not ready.all() else None
@@ -477,10 +480,10 @@ class StreamStep:
         sizes = {} if kept is None else kept[KEY].value_counts().to_dict()
         return self._out(rows, keys, [int(sizes.get(k, 0)) for k in keys])
 
-    @property
-    def _drop(self) -> list[str]:
-        """Columns the program is not given: the cells as read, the key text."""
-        return [*self.raw.values(), KEY]
+    def _given(self, events: pd.DataFrame) -> pd.DataFrame:
+        """The events as the program is given them: without the key text, nor the cells as
+        read (which events held in a checkpoint of an earlier version may still have)."""
+        return events.drop(columns=[*self.raw.values(), KEY], errors="ignore")
 
     def _held(self, frames: list, watermark) -> tuple[pd.DataFrame | None, np.ndarray]:
         """The waiting and new events in processing order, and which of them the
@@ -535,11 +538,9 @@ class StreamStep:
 
         Absent columns hold None, not NaN: Spark converts a list column cell by cell and
         takes NaN for a value (a pending row has no `missing` list)."""
-        shaped = frame.reindex(columns=self.names)
-        for name in self.names:
-            if name not in frame.columns:
-                shaped[name] = pd.Series([None] * len(frame), index=shaped.index, dtype=object)
-        return shaped
+        none = np.full(len(frame), None, dtype=object)
+        columns = {name: frame[name] if name in frame.columns else none for name in self.names}
+        return pd.DataFrame(columns, index=frame.index)  # one frame, not a column at a time
 
 
 def _by_key(frame: pd.DataFrame | None, rows: np.ndarray) -> dict[str, pd.DataFrame]:
@@ -651,8 +652,14 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
 
 
 def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: str,
-          trigger: str, fmt: str = "jsonl"):  # fmt: skip
-    """Start writing a stream's rows; returns (StreamingQuery, BatchWriter)."""
+          trigger: str, fmt: str = "jsonl", state_partitions: int | None = None):  # fmt: skip
+    """Start writing a stream's rows; returns (StreamingQuery, BatchWriter).
+
+    A new stream keeps its state in `state_partitions` partitions (default: one per core,
+    at most BUCKETS), whatever `spark.sql.shuffle.partitions` says: each partition is a
+    task of every micro-batch with a fixed cost (its state store's load and commit, its
+    Python worker's start), and more tasks than cores run in turns. A restarted stream
+    keeps the number its checkpoint was started with (Spark's own rule)."""
     writer = BatchWriter(result, output, late, rejected, fmt)
     if "://" not in checkpoint:  # the JVM resolves a relative path against its own folder
         checkpoint = os.path.abspath(checkpoint)
@@ -663,4 +670,23 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
         query = query.trigger(once=True)
     else:
         query = query.trigger(processingTime=trigger)
-    return query.start(), writer
+    spark = result.rows.sparkSession
+    if state_partitions is None:
+        state_partitions = min(BUCKETS, spark.sparkContext.defaultParallelism)
+    # The query takes a copy of the session's settings when it starts.
+    with _setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
+        return query.start(), writer
+
+
+@contextmanager
+def _setting(spark, key: str, value: str):
+    """The session's `key` set to `value` meanwhile, then as it was."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

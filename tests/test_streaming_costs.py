@@ -1,0 +1,101 @@
+"""A micro-batch's fixed costs (issue 16 §4): a new stream keeps its state in one partition
+per core, not in `spark.sql.shuffle.partitions`; a restarted stream keeps the partitions
+its checkpoint started with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_streaming import batch_rows, canonical, events, heartbeat, in_order, read_rows
+
+import sparkcep
+from sparkcep.runners.streaming import read_stream, start
+
+QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
+
+
+def partitions_of(checkpoint: Path) -> list[str]:
+    """The state store's partitions: one numbered folder each under state/<operator>/."""
+    return sorted(p.name for p in (checkpoint / "state" / "0").iterdir() if p.name.isdigit())
+
+
+def write_parts(frame, folder: Path, parts: list[range]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(parts):
+        frame.iloc[list(rows)].to_csv(folder / f"part-{i:03d}.csv", index=False)
+    in_order(folder)
+
+
+def run(spark, folder: Path, tmp: Path, **kw):
+    ckpt = tmp / "ckpt"
+    source = read_stream(spark, str(folder), max_files=1, checkpoint=str(ckpt))
+    rows = sparkcep.stream(source, QUERY, id_col="id", time_unit="ms")
+    running, _ = start(
+        rows, output=str(tmp / "out"), late=str(tmp / "late"), rejected=str(tmp / "rejected"),
+        checkpoint=str(ckpt), trigger="available-now", **kw,
+    )  # fmt: skip
+    running.awaitTermination()
+    return running
+
+
+@pytest.mark.spark
+def test_a_new_stream_keeps_its_state_in_one_partition_per_core(spark, tmp_path):
+    """The test session: local[2] (2 cores), spark.sql.shuffle.partitions 3. The stream's
+    state goes to 2 partitions; the session's setting is left as it was."""
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    frame = events(400, seed=5)
+    write_parts(frame, tmp_path / "in", [range(0, 200), range(200, 400)])
+    heartbeat(frame).to_csv(tmp_path / "in" / "part-999.csv", index=False)
+    in_order(tmp_path / "in")
+    running = run(spark, tmp_path / "in", tmp_path)
+    assert partitions_of(tmp_path / "ckpt") == ["0", "1"]
+    assert {p["stateOperators"][0]["numShufflePartitions"] for p in running.recentProgress} == {2}
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, QUERY))
+
+
+@pytest.mark.spark
+def test_a_restarted_stream_keeps_the_partitions_it_started_with(spark, tmp_path):
+    """Started in 3 state partitions, restarted where the default is 2: Spark reads the
+    checkpoint's number back, every partition's state goes on, and the rows are the
+    batch answer, each once."""
+    frame = events(600, seed=8)
+    folder = tmp_path / "in"
+    write_parts(frame, folder, [range(0, 200), range(200, 400)])
+    run(spark, folder, tmp_path, state_partitions=3)
+    assert partitions_of(tmp_path / "ckpt") == ["0", "1", "2"]
+    first = len(read_rows(tmp_path / "out"))
+    frame.iloc[400:].to_csv(folder / "part-002.csv", index=False)
+    heartbeat(frame).to_csv(folder / "part-999.csv", index=False)
+    in_order(folder)
+    running = run(spark, folder, tmp_path)
+    assert {p["stateOperators"][0]["numShufflePartitions"] for p in running.recentProgress} == {3}
+    assert partitions_of(tmp_path / "ckpt") == ["0", "1", "2"]
+    rows = read_rows(tmp_path / "out")
+    assert 0 < first < len(rows)
+    assert canonical(rows) == canonical(batch_rows(frame, QUERY))
+    assert len(rows) == len({json.dumps(r, sort_keys=True) for r in rows})
+
+
+@pytest.mark.spark
+def test_held_events_keep_no_cells_as_read(spark, tmp_path):
+    """The cells as read (`__raw_<i>`) serve the reasons of rejected rows, computed before
+    the shuffle: the events held in the state until the watermark passes them have the
+    input's typed columns, and no copy of their text."""
+    from sparkcep.engines.state import decode_bucket, decode_state
+
+    frame = events(300, seed=3)
+    write_parts(frame, tmp_path / "in", [range(0, 150), range(150, 300)])  # no heartbeat
+    run(spark, tmp_path / "in", tmp_path)
+    held = []
+    for row in spark.read.format("statestore").load(str(tmp_path / "ckpt")).collect():
+        for _, blob in decode_bucket(bytes(row.value.groupState.blob)).values():
+            pending, _ = decode_state(blob)
+            if pending is not None:
+                held.append(pending)
+    assert held  # the last file's events wait for a watermark past them
+    for pending in held:
+        assert {"id", "type", "ts", "k", "v"} <= set(pending.columns)
+        assert not [c for c in pending.columns if c.startswith("__raw_")]
