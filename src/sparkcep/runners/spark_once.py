@@ -54,6 +54,7 @@ from sparkcep.runners.spark_rows import (
     _valid_text,
     check_columns,
 )
+from sparkcep.runners.spark_session import setting
 
 ENV = "SPARKCEP_ONE_READ"
 KINDS = ("long", "double", "boolean", "timestamp")  # the order the checking pass tries
@@ -203,14 +204,8 @@ def _persisted(df: DataFrame) -> DataFrame:
     """`df` kept by Spark in memory (on disk past it), uncompressed: compressing the
     columns cost more CPU than the rows' second read saves (G2, 1M events: 10.8 against
     8.9 JVM CPU seconds). Spark reads the setting when the cache is declared."""
-    conf = df.sparkSession.conf
-    key = "spark.sql.inMemoryColumnarStorage.compressed"
-    before = conf.get(key)
-    conf.set(key, "false")
-    try:
+    with setting(df.sparkSession, "spark.sql.inMemoryColumnarStorage.compressed", "false"):
         return df.persist(StorageLevel.MEMORY_AND_DISK)
-    finally:
-        conf.set(key, before)
 
 
 def _other() -> Column:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -230,3 +231,18 @@ class SparkProgress:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=2 * self.every)
+
+
+@contextmanager
+def setting(spark, key: str, value: str):
+    """The session's `key` set to `value` meanwhile, then as it was (for a setting Spark
+    reads when a query starts or a cache is declared)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

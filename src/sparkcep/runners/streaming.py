@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import integer_time, kind_of_spark, schema_of, text_cast
+from sparkcep.runners.spark_session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
 WATERMARK = "__wm"
@@ -674,19 +674,5 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
     if state_partitions is None:
         state_partitions = min(BUCKETS, spark.sparkContext.defaultParallelism)
     # The query takes a copy of the session's settings when it starts.
-    with _setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
+    with setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
         return query.start(), writer
-
-
-@contextmanager
-def _setting(spark, key: str, value: str):
-    """The session's `key` set to `value` meanwhile, then as it was."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
