@@ -227,3 +227,24 @@ def test_an_input_over_the_size_is_read_twice(spark, capsys, monkeypatch, tmp_pa
     monkeypatch.setattr(spark_files, "ONE_READ_BYTES", path.stat().st_size + 1)
     ran = run_way(capsys, monkeypatch, "1", tmp_path / "again", (QUERY, "-i", path))
     assert ran["taken"] is True
+
+
+@pytest.mark.spark
+def test_a_file_damaged_past_the_guess_fails_in_one_line_and_keeps_nothing(
+    spark, capsys, monkeypatch, tmp_path
+):
+    """The first rows read well (the guess is made), the file's end is damaged: Spark's
+    read fails, the error names the file in one line, and Spark keeps nothing of the run."""
+    import gzip
+
+    rows = "".join(f"{t},{'AB'[t % 2]},{t % 3},{t},x\n" for t in range(HEAD_ROWS * 3))
+    data = gzip.compress((HEADER + rows).encode())
+    path = tmp_path / "e.csv.gz"
+    # 200 bytes of the compressed rows zeroed, the trailer kept (its size is read)
+    path.write_bytes(data[:-208] + bytes(200) + data[-8:])
+    monkeypatch.setenv(DRIVER_ENV, "0")
+    before = kept_rdds(spark)
+    code, _, err = sparkcep(capsys, "run", QUERY, "-i", path, "-o", tmp_path / "m.jsonl")
+    assert code == 2
+    assert "e.csv.gz" in err and "Traceback" not in err
+    assert kept_rdds(spark) == before

@@ -186,7 +186,11 @@ def check_rows_once(
     counts = [F.count(F.lit(1)).alias("n")]
     if id_col is None:
         counts.append(F.min(MID).alias("base"))
-    splits = cached.groupBy(*split_names).agg(*counts).collect()  # fills the cache
+    try:
+        splits = cached.groupBy(*split_names).agg(*counts).collect()  # fills the cache
+    except BaseException:  # a file Spark cannot read: reported by the caller, nothing kept
+        cached.unpersist()
+        raise
     splits = sorted(splits, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
     stats = observation.get
     confirmed_types = _confirmed(stats, reasons, time_kind, guesses)
