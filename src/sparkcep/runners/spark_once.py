@@ -35,10 +35,11 @@ from pyspark.sql import functions as F
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT
-from sparkcep.inputs import MOSTLY_NUMBERS, NULL_TOKENS, NUMERIC_SHARE, REASON, ROW
+from sparkcep.inputs import NULL_TOKENS, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.runners.spark_rows import (
     CAST,
+    KINDS,
     MID,
     POST,
     PRE,
@@ -53,11 +54,12 @@ from sparkcep.runners.spark_rows import (
     _text_columns,
     _valid_text,
     check_columns,
+    chosen_kind,
+    mostly_numbers,
 )
 from sparkcep.runners.spark_session import setting
 
 ENV = "SPARKCEP_ONE_READ"
-KINDS = ("long", "double", "boolean", "timestamp")  # the order the checking pass tries
 AS_READ = "__as_read"  # a row's cells as read, kept where the row may be rejected
 INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs
 DATE = re.compile(r"^\s*[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
@@ -109,21 +111,6 @@ def counted_kinds(guess: str) -> tuple[str, ...]:
     """The types whose counts decide whether a column guessed `guess` gets it: the ones
     tried before it, and itself (all of them for text)."""
     return KINDS if guess == "string" else KINDS[: KINDS.index(guess) + 1]
-
-
-def chosen_kind(counts: dict[str, int]) -> str | None:
-    """The type the checking pass gives a column with these counts ('any': present
-    cells; one per type) as `spark_rows._typed_columns` decides it; None when a count
-    it needs was not taken."""
-    if not counts["any"]:
-        return "string"
-    for kind in KINDS:
-        if kind not in counts:
-            return None
-        need = counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
-        if counts[kind] >= need:
-            return kind
-    return "string"
 
 
 def check_rows_once(
@@ -276,8 +263,8 @@ def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, rol
     coerced, mostly, unused = {}, {}, []
     for i, (name, (kind, counts)) in enumerate(chosen.items()):
         if kind == "string":
-            if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
-                mostly[name] = (counts["double"], counts["any"])
+            if numbers := mostly_numbers(counts):
+                mostly[name] = numbers
         elif counts[kind] < counts["any"]:
             coerced[name] = f"{RAW}{i}"
         else:

@@ -381,6 +381,33 @@ def _text_columns(df: DataFrame, skip) -> list[str]:
     ]
 
 
+KINDS = ("long", "double", "boolean", "timestamp")  # the order a text column is tried
+
+
+def chosen_kind(counts: dict[str, int]) -> str | None:
+    """The type a text column gets from its counts ('any': present cells; one count per
+    type of KINDS): the first type most of its values have (integers and doubles: at
+    least NUMERIC_SHARE; booleans and timestamps: all), else 'string'; None when a
+    count the choice needs was not taken (runners/spark_once.py takes only some)."""
+    if not counts["any"]:
+        return "string"
+    for kind in KINDS:
+        if kind not in counts:
+            return None
+        need = counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
+        if counts[kind] >= need:
+            return kind
+    return "string"
+
+
+def mostly_numbers(counts: dict[str, int]) -> tuple[int, int] | None:
+    """(numbers, present values) of a column left text although most of its values are
+    numbers (a warning), else None."""
+    if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
+        return counts["double"], counts["any"]
+    return None
+
+
 def _typed_columns(
     staged: DataFrame, inferred: list[str], stats
 ) -> tuple[DataFrame, dict, dict[str, tuple[int, int]]]:
@@ -390,19 +417,14 @@ def _typed_columns(
     coerced, mostly = {}, {}
     for i, name in enumerate(inferred):
         counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
-        for kind in ("long", "double", "boolean", "timestamp"):
-            need = (
-                counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
-            )
-            if counts["any"] and counts[kind] >= need:
-                if counts[kind] < counts["any"]:
-                    coerced[name] = f"{RAW}{i}"
-                    staged = staged.withColumn(coerced[name], F.col(f"`{name}`"))
-                staged = staged.withColumn(name, _cast_column(name, i, kind))
-                break
-        else:
-            if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
-                mostly[name] = (counts["double"], counts["any"])
+        kind = chosen_kind(counts)
+        if kind != "string":
+            if counts[kind] < counts["any"]:
+                coerced[name] = f"{RAW}{i}"
+                staged = staged.withColumn(coerced[name], F.col(f"`{name}`"))
+            staged = staged.withColumn(name, _cast_column(name, i, kind))
+        elif numbers := mostly_numbers(counts):
+            mostly[name] = numbers
     return staged, coerced, mostly
 
 
