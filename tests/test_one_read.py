@@ -157,7 +157,7 @@ TIMES = st.sampled_from(["1", "2", "3", "5", "8", "13", "2024-01-01", "soon", ""
 
 @pytest.mark.spark
 @settings(
-    max_examples=6, deadline=None,
+    max_examples=4, deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )  # fmt: skip
 @given(

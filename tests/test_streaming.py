@@ -229,7 +229,11 @@ def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
 # ---- every registered engine: streaming equals batch on its first examples ---------------
 
 _load_engines()
-ENGINE_EXAMPLES = [(name, q) for name, engine in ENGINES.items() for q in engine.examples[:2]]
+# the first example of each engine (the second ran too until the suite neared 15 minutes
+# on CI; the batch conformance suite runs every example)
+ENGINE_EXAMPLES = [
+    (name, engine.examples[0]) for name, engine in ENGINES.items() if engine.examples
+]
 
 
 @pytest.mark.parametrize(("name", "query"), ENGINE_EXAMPLES, ids=lambda x: str(x)[:40])
