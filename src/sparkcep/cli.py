@@ -345,9 +345,11 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
     master, partitions = spark_opts
     status.update("starting Spark")
 
-    def check():  # a small input, checked in the driver while the JVM starts
+    def check():  # while the JVM starts: a query's sure error; a small input, checked
         from sparkcep.runners.driver_check import check_in_driver
+        from sparkcep.runners.query_first import raise_sure_csv_error
 
+        raise_sure_csv_error(input, reading, text, options)
         return check_in_driver(input, reading, text, options)
 
     spark, early = _start_spark(master, input, check)
@@ -389,7 +391,7 @@ def _start_spark(master, input, prepare=None):
     """The Spark session, started in a thread while this one imports the runner (pandas,
     the engines), lists the input files and runs `prepare` (issue 16 §3: work that needs
     no JVM is done while the JVM starts); (the session, what `prepare` gave)."""
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
     from sparkcep import _early
     from sparkcep.files import data_bytes, input_files
@@ -398,15 +400,27 @@ def _start_spark(master, input, prepare=None):
     files, _ = input_files(input)  # a missing input is reported before the JVM starts
     size = data_bytes(files)
 
+    started: dict = {}
+
     def session():  # started at the top of `import sparkcep` (sparkcep._early), or now
-        return _early.taken(master, size) or spark_session(master, input_bytes=size)
+        try:
+            started["session"] = _early.taken(master, size) or spark_session(
+                master, input_bytes=size
+            )
+        except BaseException as e:  # raised in this thread, below
+            started["error"] = e
 
-    with ThreadPoolExecutor(1, thread_name_prefix="sparkcep-start") as pool:
-        starting = pool.submit(session)
-        import sparkcep.runners.spark  # noqa: F401
+    # A daemon thread: when `prepare` raises (a query's error), the process ends without
+    # waiting for the JVM.
+    starting = threading.Thread(target=session, name="sparkcep-start", daemon=True)
+    starting.start()
+    import sparkcep.runners.spark  # noqa: F401
 
-        prepared = prepare() if prepare is not None else None
-        return starting.result(), prepared
+    prepared = prepare() if prepare is not None else None
+    starting.join()
+    if "error" in started:
+        raise started["error"]
+    return started["session"], prepared
 
 
 def _spark_outputs(result, output, rejected_path, progress) -> tuple[int, int, list[str]]:

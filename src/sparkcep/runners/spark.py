@@ -33,6 +33,7 @@ from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
+from sparkcep.runners.query_first import raise_sure_error
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_once import check_rows_once, one_read
 from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
@@ -109,6 +110,8 @@ def execute(
         "id_col": options.id_col,
     }
     read = named_columns(queries, df.columns, options) if infer_types else None
+    inferred = (set(df.columns) if read is None else read) if infer_types else None
+    raise_sure_error(df.schema, queries, options, roles, inferred, head)  # before any job
     checked = None
     if infer_types and head is not None and split_cols is not None and one_read():
         checked = check_rows_once(df, split_cols=split_cols, read=read, head=head, **roles)

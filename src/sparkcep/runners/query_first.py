@@ -1,0 +1,140 @@
+"""A query's error before the input is read (issue 16 §3: no Spark job the answer does
+not need; an answer that is an error needs none).
+
+The queries are planned against the valid rows' schema, which the checking pass
+decides by reading every row: a text column gets the type most of its values have, a
+time column in text is read as integers or as timestamps. Before that pass, the
+schema is not known, but the schemas it can give are: every column Spark typed keeps
+its type, and each text column the queries read is one of five kinds. When the queries
+fail against every one of them, the run would end with a query error whatever the rows
+hold, and it ends so now, before a Spark job has run (G2, 1M events: a misspelt
+column was reported after 8.7 s, the time of the checking pass; now after the session
+starts). The error given is that of the likeliest schema: the types guessed from the
+first rows (`spark_once.guess_kind`) when there are any. When a schema passes, nothing
+is decided here: the run goes on, and plans again with the schema the rows give.
+
+>>> from pyspark.sql import types as T
+>>> fields = [T.StructField(n, T.StringType()) for n in ("type", "k", "ts")]
+>>> [s["k"] + "/" + s["ts"] for s in valid_schemas(T.StructType(fields), "ts", "type",
+...  {"k"}, {"k": ["1", "2"], "ts": ["2024-01-01"]})][:3]
+['int/timestamp', 'int/int', 'float/timestamp']
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import replace
+
+from pyspark.sql import types as T
+
+from sparkcep.engines.base import compile_jobs
+from sparkcep.errors import SparkcepError
+from sparkcep.files import CORRUPT
+from sparkcep.inputs import ROW
+from sparkcep.plan import Options, plan_queries
+from sparkcep.runners.spark_once import guess_kind, guess_time
+from sparkcep.runners.spark_rows import check_columns, kind_of_spark
+from sparkcep.schema import Kind
+
+MAX_SCHEMAS = 256  # planning takes milliseconds; beyond this many, nothing is decided early
+TEXT_KINDS: tuple[Kind, ...] = ("int", "float", "bool", "timestamp", "string")
+_GUESSED = {"long": "int", "double": "float", "boolean": "bool"}  # guess_kind's names
+
+
+def valid_schemas(
+    schema: T.StructType,
+    time_col: str,
+    type_col: str | None,
+    inferred: set[str] | None,
+    head: dict[str, list[str]] | None,
+) -> list[dict[str, Kind]] | None:
+    """Every schema the checking pass can give the valid rows of an input of `schema`,
+    the guessed one first; None when there are more than MAX_SCHEMAS. `inferred`: the
+    text columns whose type the pass infers (None: none, the input is typed)."""
+    head = head or {}
+    choices: dict[str, list[Kind]] = {}
+    for f in schema.fields:
+        if f.name == CORRUPT:
+            continue
+        text = isinstance(f.dataType, T.StringType)
+        if f.name == time_col:
+            kind = kind_of_spark(f.dataType)
+            if text:
+                first = guess_time(head[f.name]) if head.get(f.name) else "int"
+                choices[f.name] = [first, "timestamp" if first == "int" else "int"]
+            elif kind in ("int", "float", "timestamp"):
+                choices[f.name] = ["timestamp" if kind == "timestamp" else "int"]
+            else:
+                return None  # a time of another type: the pass rejects every row
+        elif text and inferred is not None and f.name in inferred and f.name != type_col:
+            cells = head.get(f.name)
+            first = _GUESSED.get(guess := guess_kind(cells), guess) if cells else "int"
+            choices[f.name] = [first, *[k for k in TEXT_KINDS if k != first]]
+        else:
+            choices[f.name] = [kind_of_spark(f.dataType)]
+    count = 1
+    for kinds in choices.values():
+        count *= len(kinds)
+    if count > MAX_SCHEMAS:
+        return None
+    names = list(choices)
+    return [dict(zip(names, kinds)) for kinds in itertools.product(*choices.values())]
+
+
+def raise_sure_error(
+    schema: T.StructType,
+    queries,
+    options: Options,
+    roles: dict[str, str | None],
+    inferred: set[str] | None,
+    head: dict[str, list[str]] | None,
+) -> None:
+    """Raise the error planning the queries ends with for every schema the checking pass
+    can give (the likeliest schema's error); return when one schema plans, or when there
+    are too many to try."""
+    check_columns(schema.names, roles["time_col"], roles["type_col"], roles["id_col"])
+    schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
+    if not schemas:
+        return
+    first = None
+    compiling = replace(options, id_col=options.id_col or ROW)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run plans again and warns then
+        for candidate in schemas:
+            try:
+                plans, names = plan_queries(queries, candidate, options)
+                compile_jobs(plans, names, compiling)
+            except SparkcepError as error:
+                first = first or error
+                continue
+            return
+    raise first
+
+
+def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) -> None:
+    """`raise_sure_error` for CSV files from their header and first rows, read in the
+    driver: no JVM is needed, so a query's error is given while Spark starts. Anything
+    else (another format, a file that cannot be read) is left to the run."""
+    from sparkcep.files import check_headers, input_files
+    from sparkcep.runners.local import type_column
+    from sparkcep.runners.spark import named_columns
+    from sparkcep.runners.spark_files import _head_cells
+
+    try:
+        files, fmt = input_files(path)
+        if fmt != "csv":
+            return
+        sep, names = reading.get("sep", ","), reading.get("columns")
+        header = list(names) if names else check_headers(files, sep)
+        head = _head_cells(files[0], sep, header, has_header=not names)
+        roles = {
+            "time_col": options.time_col,
+            "type_col": type_column(header, queries, options),
+            "id_col": options.id_col,
+        }
+        read = named_columns(queries, header, options)
+    except Exception:  # the run reports it as it always has
+        return
+    schema = T.StructType([T.StructField(name, T.StringType()) for name in header])
+    raise_sure_error(schema, queries, options, roles, set(header) if read is None else read, head)
