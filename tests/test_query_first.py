@@ -179,3 +179,17 @@ def test_a_parquet_input_s_query_error_comes_before_the_checking_pass(
     code, _, err = sparkcep(capsys, "run", right, "-i", path, "-o", tmp_path / "m.jsonl")
     assert code == 2 and "holds plain integers: give their unit" in err
     assert set(tracker.getJobIdsForGroup()) == jobs["after reading"]
+
+
+@pytest.mark.spark
+def test_a_missing_column_s_error_names_the_input_s_columns_only(capsys, monkeypatch, tmp_path):
+    """Spark's reader adds a column of its own for malformed rows; the error lists the
+    input's columns, not that one (it did before the check moved here)."""
+    path = tmp_path / "e.jsonl"
+    path.write_text('{"ts": 1, "type": "A", "k": 1}\n{"ts": 2, "type": "B", "k": 1}\nnot json\n')
+    monkeypatch.setenv(DRIVER_ENV, "0")
+    query = "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 5"
+    args = ("run", query, "-i", path, "--time", "tt", "-o", tmp_path / "m.jsonl")
+    code, _, err = sparkcep(capsys, *args)
+    assert code == 2
+    assert err.strip() == "error: the time column 'tt' is not in the input (columns: k, ts, type)"

@@ -93,7 +93,8 @@ def raise_sure_error(
     """Raise the error planning the queries ends with for every schema the checking pass
     can give (the likeliest schema's error); return when one schema plans, or when there
     are too many to try."""
-    check_columns(schema.names, roles["time_col"], roles["type_col"], roles["id_col"])
+    names = [n for n in schema.names if n != CORRUPT]  # the reader's own column is not named
+    check_columns(names, roles["time_col"], roles["type_col"], roles["id_col"])
     schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
     if not schemas:
         return
