@@ -193,3 +193,49 @@ def test_a_missing_column_s_error_names_the_input_s_columns_only(capsys, monkeyp
     code, _, err = sparkcep(capsys, *args)
     assert code == 2
     assert err.strip() == "error: the time column 'tt' is not in the input (columns: k, ts, type)"
+
+
+def _without_java(tmp_path, *args) -> tuple[int, str]:
+    """`sparkcep ...` in a process of its own whose JAVA_HOME leads nowhere: Spark cannot
+    start. (exit code, stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkcep.cli", *map(str, args)],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def test_a_sure_query_error_needs_no_java(tmp_path):
+    """`run` and `stream` give a misspelt column's error before Spark starts: with no
+    Java at all, the error is the query's; a right query says that Java is missing."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "e.csv").write_text(HEADER + "".join(f"{t},{'AB'[t % 2]},1,{t}\n" for t in range(50)))
+    out = tmp_path / "out"
+    code, err = _without_java(tmp_path, "run", MISSPELT, "-i", folder, "-o", out / "m.jsonl")
+    assert code == 2 and "query error: line 1, column 37: 'xx' is not a column" in err
+    stream = (
+        "stream",
+        MISSPELT,
+        "-i",
+        folder,
+        "-o",
+        out,
+        "--checkpoint",
+        tmp_path / "c",
+        "--id",
+        "k",
+    )
+    code, err = _without_java(tmp_path, *stream)
+    assert code == 2 and "query error: line 1, column 37: 'xx' is not a column" in err
+    right = MISSPELT.replace("xx", "x")
+    code, err = _without_java(tmp_path, "run", right, "-i", folder, "-o", out / "m.jsonl")
+    assert code == 2 and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: Spark could not start Java (JAVA_HOME is '{tmp_path}/no-java')")

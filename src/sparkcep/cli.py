@@ -660,11 +660,13 @@ def stream(
 
 
 def _stream(text, input, options, lateness, sinks, run_opts, status):
+    from sparkcep.runners.query_first import raise_sure_csv_error
     from sparkcep.runners.spark_session import spark_session
     from sparkcep.runners.streaming import read_stream, start
     from sparkcep.runners.streaming import stream as make_stream
 
     master, max_files, reading, timeout = run_opts
+    raise_sure_csv_error(input, reading, text, options)  # a query's error needs no JVM
     spark = spark_session(master)
     source = read_stream(spark, input, max_files=max_files, checkpoint=sinks.checkpoint, **reading)
     result = make_stream(

@@ -114,7 +114,19 @@ def user_message(exc: BaseException) -> str | None:
         return found[-1][1].strip()
     if "FAILED_READ_FILE" in text:
         return _read_file_message(text)
+    if "JAVA_GATEWAY_EXITED" in text or "Java gateway process exited" in text:
+        return _java_missing()
     return "Spark: " + _first_line(text)
+
+
+def _java_missing() -> str:
+    """Spark's JVM did not start: the lines above are Java's launcher's own."""
+    java_home = os.environ.get("JAVA_HOME")
+    where = f"JAVA_HOME is '{java_home}'" if java_home else "java is looked up on the PATH"
+    return (
+        f"Spark could not start Java ({where}): install Java 17 or 21, or set JAVA_HOME to "
+        "it; the lines above say what went wrong (`sparkcep run --local` needs no Java)"
+    )
 
 
 def _exception_text(exc: BaseException) -> str | None:
