@@ -238,4 +238,4 @@ def test_a_sure_query_error_needs_no_java(tmp_path):
     code, err = _without_java(tmp_path, "run", right, "-i", folder, "-o", out / "m.jsonl")
     assert code == 2 and "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"error: Spark could not start Java (JAVA_HOME is '{tmp_path}/no-java')")
+    assert last.startswith(f"error: Spark's Java did not start (JAVA_HOME is '{tmp_path}/no-java')")

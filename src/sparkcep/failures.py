@@ -115,17 +115,17 @@ def user_message(exc: BaseException) -> str | None:
     if "FAILED_READ_FILE" in text:
         return _read_file_message(text)
     if "JAVA_GATEWAY_EXITED" in text or "Java gateway process exited" in text:
-        return _java_missing()
+        return _java_not_started()
     return "Spark: " + _first_line(text)
 
 
-def _java_missing() -> str:
-    """Spark's JVM did not start: the lines above are Java's launcher's own."""
+def _java_not_started() -> str:
+    """Spark's JVM did not start: the lines above are Java's (or its launcher's) own."""
     java_home = os.environ.get("JAVA_HOME")
-    where = f"JAVA_HOME is '{java_home}'" if java_home else "java is looked up on the PATH"
+    where = f"JAVA_HOME is '{java_home}'" if java_home else "java from the PATH"
     return (
-        f"Spark could not start Java ({where}): install Java 17 or 21, or set JAVA_HOME to "
-        "it; the lines above say what went wrong (`sparkcep run --local` needs no Java)"
+        f"Spark's Java did not start ({where}): the lines above say why. Spark needs Java "
+        "17 or 21 (`sparkcep run --local` needs none)"
     )
 
 
