@@ -156,6 +156,12 @@ def test_bad_rows_are_rejected_with_their_reason(spark, capsys, tmp_path, mode, 
     # The one good A (row 0, ts 1) and the last B (ts 3, the file's last row) match;
     # the rejected B never does.
     assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, n_rows - 1)]
+    # Without --id, the rejected row names its 0-based row number: the row after the
+    # first (after the first and the padding's 900), in every mode.
+    if "--id" in options:
+        assert all("__row" not in r for r in rejected)
+    else:
+        assert [r["__row"] for r in rejected] == [901 if case.endswith("8kb") else 1]
     if case.startswith("not_utf8"):  # written as UTF-8 text, the bad byte as U+FFFD
         assert rejected[0]["v"] == "caf\ufffd"
 
@@ -220,8 +226,9 @@ def test_files_of_one_folder_with_different_headers(spark, capsys, tmp_path, mod
     assert "b.csv" in line and "a.csv" in line and "share their header" in line
 
 
-def _truncated_gz() -> bytes:
-    return gzip.compress(b"ts,type,v\n" + b"".join(b"%d,A,%d\n" % (i, i) for i in range(500)))[:60]
+def _truncated_gz(header: bytes = b"ts,type,v\n") -> bytes:
+    """A gzip file cut after its header: the columns are known, the rows cannot be read."""
+    return gzip.compress(header + b"".join(b"%d,A,%d\n" % (i, i) for i in range(500)))[:60]
 
 
 BROKEN_FILES = {
@@ -435,7 +442,8 @@ def test_streamed_bad_inputs(spark, capsys, tmp_path, case):
     name, data, expected = STREAM_CASES[case]
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / name).write_bytes(data if data is not None else _truncated_gz())
+    # (a stream needs an id column; without one, that is the error, before any row is read)
+    (folder / name).write_bytes(data if data is not None else _truncated_gz(b"id,ts,type\n"))
     code, stdout, err = stream(capsys, folder, tmp_path)
     if isinstance(expected, str):
         line = one_line(code, err)

@@ -87,7 +87,12 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
-    result = RunResult(plans, rows, rejected.drop(columns=[ROW]), len(frame), programs)
+    # Without an id column, a rejected row keeps its row number (ROW), as through Spark.
+    if options.id_col is not None:
+        rejected = rejected.drop(columns=[ROW])
+    else:
+        rejected = rejected[[c for c in rejected.columns if c != ROW] + [ROW]]
+    result = RunResult(plans, rows, rejected, len(frame), programs)
     result.warnings = warnings_
     result.counted = counted
     return result
