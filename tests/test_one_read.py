@@ -171,8 +171,36 @@ def test_random_files_give_the_same_either_way(spark, capsys, monkeypatch, tmp_p
     folder = tmp_path / f"h{abs(hash(tuple(rows)))}"
     folder.mkdir()
     path = folder / "e.csv"
-    path.write_text("ts,type,k,v\n" + "".join(",".join(r) + "\n" for r in rows))
+    # a column no query reads: the valid rows leave it out, the rejected ones show it
+    lines = [",".join(r) + f",n{i}\n" for i, r in enumerate(rows)]
+    path.write_text("ts,type,k,v,note\n" + "".join(lines))
     both_ways(capsys, monkeypatch, folder, QUERY, "-i", path)
+
+
+@pytest.mark.spark
+def test_the_valid_rows_keep_only_the_columns_the_programs_read(spark, tmp_path):
+    """A column the programs do not read is not kept with the valid rows (query_first.
+    kept_columns); a row rejected after the check (a word in a column of numbers) still
+    shows that column's cell as read, and the rows are those of two reads (above)."""
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark_files import read_spark
+
+    rows = [
+        f"{t},{'AB'[t % 2]},{t % 3},{'oops' if t == 2500 else t % 7},n{t}\n" for t in range(3000)
+    ]
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + "".join(rows))
+    source = read_spark(spark, str(path))
+    run = spark_runner.execute(source.df, QUERY, Options(), head=source.head, **source.options())
+    assert run.checked.cached is not None  # read once
+    # kept only among the cells as read (of the rows that are, or may be, rejected)
+    assert "note" not in run.checked.cached.columns
+    assert "note" not in run.checked.valid.columns
+    rejected = [r.asDict() for r in run.rejected.collect()]
+    run.checked.release()
+    assert [(r["v"], r["note"], r["reason"]) for r in rejected] == [
+        ("oops", "n2500", "v: 'oops' is not a number")
+    ]
 
 
 def test_the_guess_counts_only_the_types_that_decide():

@@ -60,16 +60,16 @@ def valid_schemas(
         text = isinstance(f.dataType, T.StringType)
         if f.name == time_col:
             kind = kind_of_spark(f.dataType)
-            if text:
-                first = guess_time(head[f.name]) if head.get(f.name) else "int"
+            if text:  # the one read's guess first (spark_once.check_rows_once)
+                first = guess_time(head.get(f.name, []))
                 choices[f.name] = [first, "timestamp" if first == "int" else "int"]
             elif kind in ("int", "float", "timestamp"):
                 choices[f.name] = ["timestamp" if kind == "timestamp" else "int"]
             else:
                 return None  # a time of another type: the pass rejects every row
         elif text and inferred is not None and f.name in inferred and f.name != type_col:
-            cells = head.get(f.name)
-            first = _GUESSED.get(guess := guess_kind(cells), guess) if cells else "int"
+            guess = guess_kind(head.get(f.name, []))
+            first = _GUESSED.get(guess, guess)
             choices[f.name] = [first, *[k for k in TEXT_KINDS if k != first]]
         else:
             choices[f.name] = [kind_of_spark(f.dataType)]
@@ -111,6 +111,38 @@ def raise_sure_error(
                 continue
             return
     raise first
+
+
+def kept_columns(
+    schema: T.StructType,
+    queries,
+    options: Options,
+    roles: dict[str, str | None],
+    inferred: set[str] | None,
+    head: dict[str, list[str]],
+) -> set[str] | None:
+    """The input columns the valid rows must keep when the checking pass gives the types
+    guessed from `head` (the one read keeps no others: spark_once), or None for every
+    column: when the queries do not plan against the guessed schema, when a program
+    checks rows itself (a row it rejects shows all its cells), or when they may read
+    every column (`*`). A guess the counts do not confirm is never used (the run then
+    reads twice), so the programs the run compiles are these."""
+    if inferred is None or any(n not in schema.names for n in inferred):
+        return None
+    schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
+    if not schemas:
+        return None
+    compiling = replace(options, id_col=options.id_col or ROW)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plans, names = plan_queries(queries, schemas[0], options)
+            programs = compile_jobs(plans, names, compiling)
+    except SparkcepError:
+        return None
+    if any(p.row_checks() for p in programs):
+        return None
+    return {c for p in programs for c in p.columns()} | {c for c in roles.values() if c}
 
 
 def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) -> None:

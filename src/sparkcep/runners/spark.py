@@ -33,10 +33,17 @@ from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
-from sparkcep.runners.query_first import raise_sure_error
+from sparkcep.runners.query_first import kept_columns, raise_sure_error
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_once import check_rows_once, one_read
-from sparkcep.runners.spark_rows import Checked, check_rows, reject_bad_cells, schema_of, spark_type
+from sparkcep.runners.spark_rows import (
+    AS_READ,
+    Checked,
+    check_rows,
+    reject_bad_cells,
+    schema_of,
+    spark_type,
+)
 from sparkcep.runners.spark_session import spark_session
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
@@ -114,10 +121,14 @@ def execute(
     raise_sure_error(df.schema, queries, options, roles, inferred, head)  # before any job
     checked = None
     if infer_types and head is not None and split_cols is not None and one_read():
-        checked = check_rows_once(df, split_cols=split_cols, read=read, head=head, **roles)
+        keep = kept_columns(df.schema, queries, options, roles, inferred, head)
+        checked = check_rows_once(
+            df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
+        )  # fmt: skip
     if checked is None:
         checked = check_rows(df, split_cols=split_cols, infer_types=infer_types, read=read, **roles)
-    schema = schema_of(checked.valid, ignore=(TICKS, ROW, *checked.coerced.values()))
+    ignored = (TICKS, ROW, AS_READ, *checked.coerced.values())
+    schema = schema_of(checked.valid, ignore=ignored)
     schema[options.time_col] = checked.time_kind
     try:
         plans, names = plan_queries(queries, schema, options)

@@ -38,6 +38,7 @@ from sparkcep.files import CORRUPT
 from sparkcep.inputs import NULL_TOKENS, REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.runners.spark_rows import (
+    AS_READ,
     CAST,
     KINDS,
     MID,
@@ -60,7 +61,6 @@ from sparkcep.runners.spark_rows import (
 from sparkcep.runners.spark_session import setting
 
 ENV = "SPARKCEP_ONE_READ"
-AS_READ = "__as_read"  # a row's cells as read, kept where the row may be rejected
 INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs
 DATE = re.compile(r"^\s*[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
@@ -122,11 +122,13 @@ def check_rows_once(
     split_cols: list[Column],
     read: set[str] | None,
     head: dict[str, list[str]],
+    keep: set[str] | None = None,
 ) -> Checked | None:
     """`check_rows(df, ..., infer_types=True)` with one read of a text input, or None
     when the counts do not confirm the types guessed from `head` (each column's first
     cells): the caller then takes `check_rows`. The checked rows stay cached until
-    `Checked.release()`."""
+    `Checked.release()`. `keep` (`query_first.kept_columns`; None: all): the columns the
+    valid rows keep; a row that may be rejected later keeps all its cells as read."""
     check_columns(df.columns, time_col, type_col, id_col)
     columns = df.columns
     df = _null_tokens(df)
@@ -160,7 +162,7 @@ def check_rows_once(
         .withColumn(REASON, reasons.reason(time_kind))
         .observe(observation, *aggs)
     )
-    kept = _kept(columns, inferred, guesses, time_col)
+    kept = _kept(columns, inferred, guesses, time_col, keep)
     cached = staged.select(
         *split_names,
         *([MID] if id_col is None else []),
@@ -209,14 +211,17 @@ def _time_value(time_kind: str) -> Column:
     return F.timestamp_micros(ticks) if time_kind == "timestamp" else ticks
 
 
-def _kept(columns, inferred, guesses, time_col) -> dict[str, Column]:
-    """The cached columns besides the row's reason and time: each column, typed as
-    guessed where the queries may read it; beside a typed one the cell as read where a cell of the row
-    is not of its type (such a row may be rejected later: `reject_bad_cells` gives the
-    rejected row its cells as read); and every cell as read where the row is rejected."""
-    # Every column, as in `check_rows`' valid rows: a row a query's own check rejects
-    # later shows all its cells, those the queries do not read too.
-    readable = [c for c in columns if c not in (CORRUPT, time_col)]
+def _kept(columns, inferred, guesses, time_col, keep=None) -> dict[str, Column]:
+    """The cached columns besides the row's reason and time: each column (of `keep`,
+    when given), typed as guessed where the queries may read it; beside a typed one the
+    cell as read where a cell of the row is not of its type (such a row may be rejected
+    later: `reject_bad_cells` gives the rejected row its cells as read); and every cell
+    as read where the row is rejected, or (with `keep`) may be rejected later."""
+    # Every column by default, as in `check_rows`' valid rows: a row a query's own check
+    # rejects later shows all its cells, those the queries do not read too. With `keep`
+    # there is no such check, and a row with a cell not of its type keeps all its cells
+    # in AS_READ (hospital.csv.gz, 10 columns, 3 read: 11.3 -> 10.6 s).
+    readable = [c for c in columns if c not in (CORRUPT, time_col) and (keep is None or c in keep)]
     typed = {i: n for i, n in enumerate(inferred) if guesses[n] != "string"}
     kept = {}
     for c in readable:
@@ -231,6 +236,8 @@ def _kept(columns, inferred, guesses, time_col) -> dict[str, Column]:
         for i, n in typed.items():
             kept[f"{RAW}{i}"] = F.when(some, F.col(f"`{n}`"))
     rejected = F.col(REASON).isNotNull()
+    if keep is not None and not_typed:
+        rejected = rejected | some
     kept[AS_READ] = F.when(rejected, F.struct(*[F.col(f"`{c}`") for c in columns]))
     return kept
 
@@ -270,7 +277,11 @@ def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, rol
         else:
             unused.append(f"{RAW}{i}")
     reason = F.col(REASON)
-    valid = rows.filter(reason.isNull()).drop(REASON, AS_READ, *split_names, *unused)
+    # When only some columns were kept, a row that `reject_bad_cells` may reject takes
+    # its other cells from AS_READ there; otherwise the valid rows need none of it.
+    some_kept = any(c not in cached.columns for c in columns if c not in (CORRUPT, roles[0]))
+    as_read_kept = [] if some_kept and coerced else [AS_READ]
+    valid = rows.filter(reason.isNull()).drop(REASON, *as_read_kept, *split_names, *unused)
     as_read = [F.col(f"{AS_READ}.`{c}`").alias(c) for c in columns]
     tail = [REASON] if id_given else [REASON, ROW]
     rejected = _valid_text(rows.filter(reason.isNotNull()).select(*as_read, *tail))

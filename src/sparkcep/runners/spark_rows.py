@@ -22,6 +22,9 @@ PRE, POST = "__pre", "__post"  # the first reason before / after the time's read
 NOT_TIME = "is not an integer or a timestamp"
 CAST = "__cast"  # a text cell read as another type, in the projection of facts
 RAW = "__raw"  # the cell as read, beside a column read as numbers
+# A row's cells as read (a struct), kept by the one read (spark_once) where the row is
+# rejected, or may be: the valid rows then hold only the columns the programs read.
+AS_READ = "__as_read"
 
 
 def kind_of_spark(dtype: T.DataType) -> Kind:
@@ -445,6 +448,9 @@ def reject_bad_cells(checked: Checked, read: set[str]) -> Checked:
     queries read, leave the valid rows for the rejected ones (with the cell as read)."""
     cols = [c for c in checked.coerced if c in read]
     drop = list(checked.coerced.values())
+    as_read = AS_READ in checked.valid.columns  # the one read kept only some columns
+    if as_read:
+        drop.append(AS_READ)
     if not cols:
         return replace(checked, valid=checked.valid.drop(*drop))
     reason = F.lit(None).cast("string")
@@ -458,6 +464,10 @@ def reject_bad_cells(checked: Checked, read: set[str]) -> Checked:
     failing = staged.filter(F.col(REASON).isNotNull())
     for col, raw in checked.coerced.items():  # every cell as read
         failing = failing.withColumn(col, F.col(raw))
+    if as_read:  # the columns the valid rows did not keep
+        fields = checked.valid.schema[AS_READ].dataType.fieldNames()
+        for col in [c for c in fields if c not in failing.columns and c != CORRUPT]:
+            failing = failing.withColumn(col, F.col(f"{AS_READ}.`{col}`"))
     failing = failing.drop(TICKS, *drop)
     return checked.rejecting(staged.filter(F.col(REASON).isNull()).drop(REASON, *drop), failing)
 
