@@ -93,24 +93,29 @@ def raise_sure_error(
     """Raise the error planning the queries ends with for every schema the checking pass
     can give (the likeliest schema's error); return when one schema plans, or when there
     are too many to try."""
-    names = [n for n in schema.names if n != CORRUPT]  # the reader's own column is not named
-    check_columns(names, roles["time_col"], roles["type_col"], roles["id_col"])
+    columns = [n for n in schema.names if n != CORRUPT]  # the reader's own column: not named
+    check_columns(columns, roles["time_col"], roles["type_col"], roles["id_col"])
     schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
     if not schemas:
         return
     first = None
-    compiling = replace(options, id_col=options.id_col or ROW)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the run plans again and warns then
-        for candidate in schemas:
-            try:
-                plans, names = plan_queries(queries, candidate, options)
-                compile_jobs(plans, names, compiling)
-            except SparkcepError as error:
-                first = first or error
-                continue
-            return
+    for candidate in schemas:
+        try:
+            _programs(queries, candidate, options)
+        except SparkcepError as error:
+            first = first or error
+            continue
+        return
     raise first
+
+
+def _programs(queries, schema: dict[str, Kind], options: Options) -> list:
+    """The programs the run would compile for `schema` (its warnings are not given: the
+    run plans again and warns then); a SparkcepError when the queries fail."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plans, names = plan_queries(queries, schema, options)
+        return compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
 
 
 def kept_columns(
@@ -132,12 +137,8 @@ def kept_columns(
     schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
     if not schemas:
         return None
-    compiling = replace(options, id_col=options.id_col or ROW)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            plans, names = plan_queries(queries, schemas[0], options)
-            programs = compile_jobs(plans, names, compiling)
+        programs = _programs(queries, schemas[0], options)
     except SparkcepError:
         return None
     if any(p.row_checks() for p in programs):
