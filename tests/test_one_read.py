@@ -116,6 +116,11 @@ CASES = {
                          for t in range(1, 40)),
         True, [],
     ),
+    # a `*` in a query: it may read any column (named_columns is None), all are kept
+    "a_star_in_the_query": (
+        HEADER + CLEAN + "70,B,1,oops,y\n", True,
+        ["QUERY", "PATTERN SEQ(A a, B b) WHERE [k] AND b.v * 2 > a.v WITHIN 10"],
+    ),
     "ids_given": (
         "id," + HEADER + "".join(f"{t % 30},{t},{'AB'[t % 2]},1,{t},c\n" for t in range(1, 40)),
         True, ["--id", "id"],

@@ -123,18 +123,19 @@ def kept_columns(
     queries,
     options: Options,
     roles: dict[str, str | None],
-    inferred: set[str] | None,
+    read: set[str] | None,
     head: dict[str, list[str]],
 ) -> set[str] | None:
     """The input columns the valid rows must keep when the checking pass gives the types
     guessed from `head` (the one read keeps no others: spark_once), or None for every
-    column: when the queries do not plan against the guessed schema, when a program
-    checks rows itself (a row it rejects shows all its cells), or when they may read
-    every column (`*`). A guess the counts do not confirm is never used (the run then
-    reads twice), so the programs the run compiles are these."""
-    if inferred is None or any(n not in schema.names for n in inferred):
+    column: when the queries may read every column (`read` is None: a `*` in a query),
+    do not plan against the guessed schema, or a program checks rows itself (a row it
+    rejects shows all its cells). `read`: the columns the queries name (their types
+    are inferred). A guess the counts do not confirm is never used (the run then reads
+    twice), so the programs the run compiles are these."""
+    if read is None or any(n not in schema.names for n in read):
         return None
-    schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
+    schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], read, head)
     if not schemas:
         return None
     try:

@@ -121,7 +121,7 @@ def execute(
     raise_sure_error(df.schema, queries, options, roles, inferred, head)  # before any job
     checked = None
     if infer_types and head is not None and split_cols is not None and one_read():
-        keep = kept_columns(df.schema, queries, options, roles, inferred, head)
+        keep = kept_columns(df.schema, queries, options, roles, read, head)  # read None: all
         checked = check_rows_once(
             df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
         )  # fmt: skip
