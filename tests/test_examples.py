@@ -62,16 +62,25 @@ def test_example_counted_locally(folder):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("reads", ["one read", "two reads"])
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
-def test_example_through_spark(folder, tmp_path, spark):
+def test_example_through_spark(folder, tmp_path, spark, reads):
+    """Spark's checking pass reading a CSV input once (as `sparkcep run` does, given the
+    first rows' cells: runners/spark_once.py) or twice (the Python API, JSON lines)."""
     from sparkcep.plan import Options
     from sparkcep.runners.spark import execute
 
     query, events, options, expected = example_files(folder)
     source = read_spark(spark, events)
-    result = execute(source.df, query, Options(**options), **source.options())
+    head = source.head if reads == "one read" else None
+    result = execute(source.df, query, Options(**options), head=head, **source.options())
+    read_once = result.checked.cached is not None
     out = tmp_path / "matches.jsonl"
-    write_spark(result.unordered, str(out), order=result.order)
+    try:
+        write_spark(result.unordered, str(out), order=result.order)
+    finally:
+        result.checked.release()
+    assert read_once == (head is not None)  # CSV: one read; JSON lines: always two
     assert read_jsonl(out) == expected
 
 
