@@ -80,7 +80,7 @@ def _plans(queries, schema, options) -> SparkcepError | None:
 
 
 @pytest.mark.spark
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     rows=st.lists(st.tuples(TIMES, st.sampled_from("AB"), CELLS, CELLS), min_size=1, max_size=12),
     head=st.integers(0, 12),
