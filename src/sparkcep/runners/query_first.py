@@ -89,23 +89,24 @@ def raise_sure_error(
     roles: dict[str, str | None],
     inferred: set[str] | None,
     head: dict[str, list[str]] | None,
-) -> None:
+) -> list | None:
     """Raise the error planning the queries ends with for every schema the checking pass
-    can give (the likeliest schema's error); return when one schema plans, or when there
-    are too many to try."""
+    can give (the likeliest schema's error). Otherwise the programs planned against the
+    guessed schema (the first), or None when that one does not plan or there are too
+    many schemas to try."""
     columns = [n for n in schema.names if n != CORRUPT]  # the reader's own column: not named
     check_columns(columns, roles["time_col"], roles["type_col"], roles["id_col"])
     schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
     if not schemas:
-        return
+        return None
     first = None
     for candidate in schemas:
         try:
-            _programs(queries, candidate, options)
+            programs = _programs(queries, candidate, options)
         except SparkcepError as error:
             first = first or error
             continue
-        return
+        return programs if first is None else None
     raise first
 
 
@@ -119,32 +120,18 @@ def _programs(queries, schema: dict[str, Kind], options: Options) -> list:
 
 
 def kept_columns(
-    schema: T.StructType,
-    queries,
-    options: Options,
-    roles: dict[str, str | None],
-    read: set[str] | None,
-    head: dict[str, list[str]],
+    guessed: list | None, roles: dict[str, str | None], read: set[str] | None
 ) -> set[str] | None:
     """The input columns the valid rows must keep when the checking pass gives the types
-    guessed from `head` (the one read keeps no others: spark_once), or None for every
-    column: when the queries may read every column (`read` is None: a `*` in a query),
-    do not plan against the guessed schema, or a program checks rows itself (a row it
-    rejects shows all its cells). `read`: the columns the queries name (their types
-    are inferred). A guess the counts do not confirm is never used (the run then reads
+    guessed from the first rows (the one read keeps no others: spark_once), given the
+    programs planned against them (`raise_sure_error`); None for every column: when the
+    queries may read every column (`read` is None: a `*` in a query), do not plan
+    against the guessed schema, or a program checks rows itself (a row it rejects shows
+    all its cells). A guess the counts do not confirm is never used (the run then reads
     twice), so the programs the run compiles are these."""
-    if read is None or any(n not in schema.names for n in read):
+    if read is None or guessed is None or any(p.row_checks() for p in guessed):
         return None
-    schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], read, head)
-    if not schemas:
-        return None
-    try:
-        programs = _programs(queries, schemas[0], options)
-    except SparkcepError:
-        return None
-    if any(p.row_checks() for p in programs):
-        return None
-    return {c for p in programs for c in p.columns()} | {c for c in roles.values() if c}
+    return {c for p in guessed for c in p.columns()} | {c for c in roles.values() if c}
 
 
 def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) -> None:

@@ -118,10 +118,10 @@ def execute(
     }
     read = named_columns(queries, df.columns, options) if infer_types else None
     inferred = (set(df.columns) if read is None else read) if infer_types else None
-    raise_sure_error(df.schema, queries, options, roles, inferred, head)  # before any job
+    guessed = raise_sure_error(df.schema, queries, options, roles, inferred, head)  # no job yet
     checked = None
     if infer_types and head is not None and split_cols is not None and one_read():
-        keep = kept_columns(df.schema, queries, options, roles, read, head)  # read None: all
+        keep = kept_columns(guessed, roles, read)  # read None: all
         checked = check_rows_once(
             df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
         )  # fmt: skip
