@@ -94,8 +94,7 @@ def raise_sure_error(
     can give (the likeliest schema's error). Otherwise the programs planned against the
     guessed schema (the first), or None when that one does not plan or there are too
     many schemas to try."""
-    columns = [n for n in schema.names if n != CORRUPT]  # the reader's own column: not named
-    check_columns(columns, roles["time_col"], roles["type_col"], roles["id_col"])
+    check_columns(schema.names, roles["time_col"], roles["type_col"], roles["id_col"])
     schemas = valid_schemas(schema, roles["time_col"], roles["type_col"], inferred, head)
     if not schemas:
         return None

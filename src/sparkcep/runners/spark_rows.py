@@ -241,11 +241,13 @@ def check_rows(
 
 
 def check_columns(columns: list[str], time_col: str, type_col: str | None, id_col: str | None):
-    """The time, type and id columns must be in the input."""
+    """The time, type and id columns must be in the input (whose columns are named
+    without the reader's own, CORRUPT)."""
+    named = [c for c in columns if c != CORRUPT]
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col is not None and col not in columns:
+        if col is not None and col not in named:
             raise DataError(
-                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
+                f"the {role} column '{col}' is not in the input (columns: {', '.join(named)})"
             )
 
 

@@ -48,7 +48,13 @@ from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_rows import integer_time, kind_of_spark, schema_of, text_cast
+from sparkcep.runners.spark_rows import (
+    check_columns,
+    integer_time,
+    kind_of_spark,
+    schema_of,
+    text_cast,
+)
 from sparkcep.runners.spark_session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT
 
@@ -230,11 +236,7 @@ def _check_columns(columns: list[str], queries, options: Options) -> str | None:
             "a stream has no row numbers: give the id column of the events (--id COL)"
         )
     type_col = type_column(columns, queries, options)
-    for role, col in (("time", options.time_col), ("type", type_col), ("id", options.id_col)):
-        if col is not None and col not in columns:
-            raise DataError(
-                f"the {role} column '{col}' is not in the input (columns: {', '.join(columns)})"
-            )
+    check_columns(columns, options.time_col, type_col, options.id_col)
     return type_col
 
 
