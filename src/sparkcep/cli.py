@@ -792,7 +792,7 @@ def fit(
 
 def _print_model(model: dict, output: str, seconds: float):
     table = Table(box=None, pad_edge=False)
-    for head in ("variable", "miss rate", "delay", "n", "KS D"):
+    for head in ("variable", "miss rate", "miss n", "delay", "n", "KS D"):
         table.add_column(head, style="bold" if head == "variable" else None)
     unit = model.get("unit") or "ticks"
     for var, entry in model["components"].items():
@@ -802,12 +802,15 @@ def _print_model(model: dict, output: str, seconds: float):
         if delay is not None and delay["law"] != "empirical":
             law += "(" + ", ".join(f"{v:.4g}" for k, v in delay.items() if k != "law") + f" {unit})"
         table.add_row(
-            var, "-" if rate is None else f"{rate:.4f}", law, str(fit.get("n", "-")),
+            var, "-" if rate is None else f"{rate:.4f}", str(entry.get("sample", "-")), law,
+            str(fit.get("n", "-")),
             f"{fit['ks']:.4f}" if "ks" in fit else "-",
         )  # fmt: skip
     out.print(table)
     out.print(f"complete matches {model['complete_matches']:,}; model -> {output}; "
               f"{seconds:.2f} s", markup=False, highlight=False)  # fmt: skip
+    for w in model.get("warnings", ()):
+        err.print("warning: " + w, style="yellow", markup=False, highlight=False)
 
 
 # ---- episode rules from data (docs/episodes.md) ------------------------------------------
