@@ -283,7 +283,7 @@ def miss_rate(terms: dict, var: str = "v") -> tuple[float | None, dict]:
         shared=int(terms["shared"]),
     )
     warnings = []
-    if terms["edge_rows"] > EDGE_SHARE * n:
+    if expected < (1 - EDGE_SHARE) * n:  # the edges take more than 5% of the sample
         warnings.append(
             f"{var}'s miss rate rests on edge rows: {terms['edge_rows']:,} of the {n:,} "
             f"matches without {var} have the place where {var} would be cut by the window or "
@@ -293,9 +293,10 @@ def miss_rate(terms: dict, var: str = "v") -> tuple[float | None, dict]:
     if terms["shared"] > EDGE_SHARE * n:
         warnings.append(
             f"{var}'s miss rate rests on repeated reads: {terms['shared']:,} of the {n:,} "
-            f"matches without {var} share an event with another, while the model counts "
-            "one event per component and instance; keep one event per instance (e.g. the "
-            "first read of each sighting) before fitting"
+            f"matches without {var} share an event with another or extend in more than one "
+            "way, while the model counts one event per component and instance (reduce "
+            "repeated reads to one event per sighting; instances closer than the window "
+            "overlap too: a key [attr] keeps them apart)"
         )
     detail["warnings"] = warnings
     return p, detail
