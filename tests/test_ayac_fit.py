@@ -113,8 +113,8 @@ def cut_history(n: int = 4000, seed: int = 5, span: float = 60_000.0) -> pd.Data
 
 def check_edges(model: dict):
     """The first and last positives' rates are estimated without the edges' bias (the
-    plain ratio gives 0.20 and 0.28 on this history; corrected: 0.115 and 0.205), with their sample sizes, and the
-    model warns that they rest on edge rows."""
+    plain ratio gives 0.20 and 0.28 on this history; corrected: 0.115 and 0.205), with
+    their sample sizes, and the model warns that they rest on edge rows."""
     comps = model["components"]
     for var in ("x", "y", "z"):
         entry = comps[var]
