@@ -262,7 +262,8 @@ def add_terms(parts) -> dict:
 def miss_rate(terms: dict, var: str = "v") -> tuple[float | None, dict]:
     """ε̂ = 1 − extended / Σ w from `reduced_terms`, its binomial standard error on the
     effective sample Σ w, and the warnings where the estimate rests on matches at the
-    edges (w < 1) or on events shared between matches (repeated reads).
+    edges (Σ w under 95% of the matches) or on events shared between matches (repeated
+    reads; more than 5% of the matches).
 
     >>> rate, detail = miss_rate({"matches": 200, "extended": 160, "expected": 180.0,
     ...                           "edge_rows": 40, "shared": 0}, "a")
