@@ -228,3 +228,11 @@ def test_spark_mining_equals_local_mining(spark, tmp_path):
     local = evaluate_rules(rules, events, Options())
     remote = evaluate_rules(rules, None, Options(), spark_source=source)
     assert remote.equals(local)
+    # SYMBOL rules on an input without a type column, through Spark too
+    untyped = events.rename(columns={"type": "kind"})
+    untyped.to_csv(tmp_path / "untyped.csv", index=False)
+    source = read_spark(spark, str(tmp_path / "untyped.csv"))
+    rules = "RULE ac: EPISODE (A a, B b; a -> b) SYMBOL kind WITHIN 6 PREDICT C WITHIN 10;"
+    remote = evaluate_rules(rules, None, Options(), spark_source=source)
+    assert remote.equals(evaluate_rules(rules, untyped, Options()))
+    assert remote.equals(local)  # the same report as by type
