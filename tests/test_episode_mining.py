@@ -13,9 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from sparkcep import run_local
 from sparkcep.cli import app
 from sparkcep.plan import Options
-from sparkcep.runners.mining import MiningSettings, evaluate_rules, mine_rules, rule_kernel
+from sparkcep.runners.mining import (
+    MiningSettings,
+    evaluate_rules,
+    mine_rules,
+    overall,
+    rule_kernel,
+)
 
 # Planted rules: A -> B predicts C; D predicts E; F -> G -> H predicts I (within 6 ticks,
 # the consequent within 10 of the start), in noise of other symbols.
@@ -117,6 +124,51 @@ def test_evaluate_counts_held_predictions_and_recalled_events():
     row = report.iloc[0]
     assert (row["predictions"], row["held"], row["recalled"], row["consequents"]) == (2, 1, 1, 2)
     assert row["precision"] == 0.5 and row["recall"] == 0.5
+    # chance: a 5-tick interval started uniformly in [0, 35] (the events' span [0, 40])
+    # holds C at 3 when it starts before 3, C at 40 never: 3/35 for each prediction
+    assert row["chance"] == pytest.approx(3 / 35)
+    assert row["lift"] == pytest.approx(0.5 / (3 / 35))
+
+
+def brute_chance(consequents, length, lo, hi, step=0.25):
+    """The share of starts s on a grid of [lo, hi − L] (cell midpoints) whose interval
+    (s, s + L) holds a consequent time: exact when every time is a multiple of step."""
+    starts = [lo + (i + 0.5) * step for i in range(round((hi - length - lo) / step))]
+    return sum(any(s < t < s + length for t in consequents) for s in starts) / len(starts)
+
+
+def test_chance_and_lift_equal_brute_force_per_rule_and_overall():
+    """Two partitions, two rules: each prediction's chance is that of its own interval
+    length and its partition's consequents, against a brute-force placement."""
+    events = pd.DataFrame(
+        {
+            "type": list("AECAEDCAECAEEC"),
+            "ts": [0, 2, 3, 9, 11, 12, 20, 30, 33, 37, 5, 6, 14, 40],  # road 1, then road 2
+            "road": [1] * 10 + [2] * 4,
+        }
+    )
+    rules = (
+        "RULE ac: EPISODE (A a) WHERE [road] WITHIN 1 PREDICT C WITHIN 6;"
+        "RULE ec: EPISODE (A a, E e; a -> e) WHERE [road] WITHIN 4 PREDICT C WITHIN 7;"
+    )
+    report = evaluate_rules(rules, events, Options()).set_index("rule")
+    predicted = run_local(events, rules).matches
+    lo, hi = 0, 40  # the events' span
+    expected, held_all = 0.0, 0
+    for rule, rows in predicted.groupby("query"):
+        chances, held = [], 0
+        for row in rows.itertuples():
+            mine = events[(events["road"] == row.road) & (events["type"] == "C")]["ts"]
+            chances.append(brute_chance(mine.tolist(), row.before - row.after, lo, hi))
+            held += any(row.after < t < row.before for t in mine)
+        assert report.loc[rule, "chance"] == pytest.approx(sum(chances) / len(chances)), rule
+        assert report.loc[rule, "lift"] == pytest.approx(held / sum(chances)), rule
+        expected, held_all = expected + sum(chances), held_all + held
+    total = overall(report)
+    assert total["chance"] == pytest.approx(expected / len(predicted))
+    assert total["lift"] == pytest.approx(held_all / expected)
+    # ac: each A (0, 9, 30; 5); ec: each A then E within 4 (0-2, 9-11, 30-33; 5-6)
+    assert len(predicted) == 8 and 0 < held_all < 8  # a case with hits and misses
 
 
 def test_mining_errors_point_at_the_settings():
@@ -176,3 +228,11 @@ def test_spark_mining_equals_local_mining(spark, tmp_path):
     local = evaluate_rules(rules, events, Options())
     remote = evaluate_rules(rules, None, Options(), spark_source=source)
     assert remote.equals(local)
+    # SYMBOL rules on an input without a type column, through Spark too
+    untyped = events.rename(columns={"type": "kind"})
+    untyped.to_csv(tmp_path / "untyped.csv", index=False)
+    source = read_spark(spark, str(tmp_path / "untyped.csv"))
+    rules = "RULE ac: EPISODE (A a, B b; a -> b) SYMBOL kind WITHIN 6 PREDICT C WITHIN 10;"
+    remote = evaluate_rules(rules, None, Options(), spark_source=source)
+    assert remote.equals(evaluate_rules(rules, untyped, Options()))
+    assert remote.equals(local)  # the same report as by type

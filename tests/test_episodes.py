@@ -21,6 +21,7 @@ from sparkcep import QueryError, run_local
 from sparkcep.checks import check_engine, compile_one, random_events, yield_checks
 from sparkcep.engines.base import ENGINES, _load_engines, compile_jobs
 from sparkcep.engines.episodes.tree import NOT_FOUND, REJECTED, CBSTree
+from sparkcep.errors import DataError
 from sparkcep.plan import Options, analyze, plan_queries
 
 _load_engines()
@@ -272,6 +273,47 @@ def test_symbol_expressions_and_partitions():
     assert out[["road", "ids", "predict", "confidence"]].values.tolist() == [
         [1, [0, 1, 3], "d:LO", 0.75]
     ]
+
+
+def test_symbol_rules_need_no_type_column():
+    """With SYMBOL the vertices' symbols come from other columns: the input needs no type
+    column, and --type (the default 'type' here) need not name one."""
+    frame = pd.DataFrame(
+        {"sensor": ["a", "b", "a", "b"], "level": ["HI", "LO", "HI", "LO"], "ts": [1, 2, 5, 6]}
+    )
+    rules = """RULE r: EPISODE ('a:HI' x, 'b:LO' y; x -> y) SYMBOL concat(sensor, ':', level)
+      WITHIN 3 PREDICT 'a:HI' WITHIN 5;"""
+    out = run_local(frame, rules).matches
+    assert out[["t_s", "t_e", "ids"]].values.tolist() == [[1, 2, [0, 1]], [5, 6, [2, 3]]]
+    # so do mine-rules and evaluate-rules (a:HI at 5 falls in (2, 6), none in (6, 10))
+    from sparkcep.runners.mining import MiningSettings, evaluate_rules, mine_rules
+
+    report = evaluate_rules(rules, frame, Options())
+    assert report[["predictions", "held"]].values.tolist() == [[2, 1]]
+    symbol = "concat(sensor, ':', level)"
+    settings = MiningSettings(window="3", rule_window="5", min_support=2, symbol=symbol)
+    mined, _ = mine_rules(frame, settings, Options())
+    assert (("a:HI", "b:LO"), "a:HI") in {(r.predicate, r.consequent) for r in mined}
+    # a rule whose vertices are types still needs the type column
+    with pytest.raises((QueryError, DataError), match="type column 'type' is not in the input"):
+        run_local(frame, "RULE t: EPISODE (A a) WITHIN 3 PREDICT B WITHIN 3;")
+
+
+def test_the_tie_warning_counts_only_ties_a_rule_orders():
+    """Equal times matter to a rule only between symbols it puts in order (u -> ... -> v);
+    the warning counts those events and says nothing of other ties."""
+    rules = "RULE r: EPISODE (A a, B b, C c; a -> c, b -> c) WITHIN 5 PREDICT D WITHIN 5;"
+
+    def warned(types, ts):
+        frame = pd.DataFrame({"type": types, "ts": ts, "id": range(len(ts))})
+        result = run_local(frame, rules, id_col="id")
+        return [w for w in result.warnings if "share a time" in w]
+
+    # A and B tied (no edge between them), X and D tied (in no rule's order): no warning
+    assert warned(["A", "B", "X", "D", "C"], [1, 1, 2, 2, 3]) == []
+    # A and C tied (a -> c): those two events; B and D elsewhere untied
+    (warning,) = warned(["B", "A", "C", "D"], [0, 1, 1, 2])
+    assert warning.startswith("2 events share a time")
 
 
 def test_many_rules_of_one_partitioning_run_in_one_program():

@@ -792,7 +792,7 @@ def fit(
 
 def _print_model(model: dict, output: str, seconds: float):
     table = Table(box=None, pad_edge=False)
-    for head in ("variable", "miss rate", "delay", "n", "KS D"):
+    for head in ("variable", "miss rate", "miss n", "delay", "n", "KS D"):
         table.add_column(head, style="bold" if head == "variable" else None)
     unit = model.get("unit") or "ticks"
     for var, entry in model["components"].items():
@@ -802,12 +802,15 @@ def _print_model(model: dict, output: str, seconds: float):
         if delay is not None and delay["law"] != "empirical":
             law += "(" + ", ".join(f"{v:.4g}" for k, v in delay.items() if k != "law") + f" {unit})"
         table.add_row(
-            var, "-" if rate is None else f"{rate:.4f}", law, str(fit.get("n", "-")),
+            var, "-" if rate is None else f"{rate:.4f}", str(entry.get("sample", "-")), law,
+            str(fit.get("n", "-")),
             f"{fit['ks']:.4f}" if "ks" in fit else "-",
         )  # fmt: skip
     out.print(table)
     out.print(f"complete matches {model['complete_matches']:,}; model -> {output}; "
               f"{seconds:.2f} s", markup=False, highlight=False)  # fmt: skip
+    for w in model.get("warnings", ()):
+        err.print("warning: " + w, style="yellow", markup=False, highlight=False)
 
 
 # ---- episode rules from data (docs/episodes.md) ------------------------------------------
@@ -900,6 +903,7 @@ def evaluate_rules(
     prediction holds when its event occurs inside the interval)."""
     from sparkcep.files import write_pandas
     from sparkcep.runners.mining import evaluate_rules as evaluate
+    from sparkcep.runners.mining import overall
 
     text = _query_text(rules)
     options = Options(
@@ -912,24 +916,37 @@ def evaluate_rules(
     if output:
         write_pandas(report, output)
     table = Table()
-    for col in ("rule", "predict", "predictions", "held", "precision", "recalled", "recall"):
+    heads = ("rule", "predict", "predictions", "held", "precision", "chance", "lift",
+             "recalled", "recall")  # fmt: skip
+    for col in heads:
         table.add_column(col, justify="left" if col in ("rule", "predict") else "right")
     for row in report.head(40).itertuples(index=False):
         table.add_row(
             str(row.rule), str(row.predict), f"{row.predictions:,}", f"{row.held:,}",
-            _share(row.precision), f"{row.recalled:,}/{row.consequents:,}", _share(row.recall),
+            _share(row.precision), _share(row.chance), _lift(row.lift),
+            f"{row.recalled:,}/{row.consequents:,}", _share(row.recall),
         )  # fmt: skip
     out.print(table)
     if len(report) > 40:
         out.print(f"... {len(report) - 40} more rules" + (f" in {output}" if output else ""))
-    held, made = int(report["held"].sum()), int(report["predictions"].sum())
+    total = overall(report)
     out.print(
-        f"all rules: {held:,} of {made:,} predictions held ({_share(held / made if made else None)})"
+        f"all rules: {total['held']:,} of {total['predictions']:,} predictions held "
+        f"({_share(total['precision'])}; by chance {_share(total['chance'])}, "
+        f"lift {_lift(total['lift'])})"
     )
+    out.print(
+        "chance: each interval placed at random in the events' span (docs/episodes.md)",
+        markup=False, highlight=False, soft_wrap=True,
+    )  # fmt: skip
 
 
 def _share(value) -> str:
     return "-" if value is None or value != value else f"{value:.1%}"
+
+
+def _lift(value) -> str:
+    return "-" if value is None or value != value else f"{value:.2f}x"
 
 
 def _rule_input(path: str, local: bool, master, sep: str, status):

@@ -198,8 +198,8 @@ class _Analyzer(
         if self.schema is None:
             return
         opts = self.options
-        typed = any(c.event_type is not None for c in self.query.components)
-        type_col = opts.type_col if typed else None  # all ANY: no type column needed
+        # all ANY, or symbols from SYMBOL: no type column needed
+        type_col = opts.type_col if names_types(self.query) else None
         for role, col in (("time", opts.time_col), ("type", type_col), ("id", opts.id_col)):
             if col is not None and col not in self.schema:
                 raise QueryError(
@@ -580,16 +580,19 @@ def _analyze_match_recognize(text: str, schema, options: Options) -> Plan:
 
 def uses_types(queries) -> bool:
     """Whether any component of the queries names an event type (else, when every one
-    is ANY, the input needs no type column)."""
+    is ANY, or an episode rule's SYMBOL gives its vertices' symbols, the input needs no
+    type column)."""
     items = [queries] if isinstance(queries, str | Plan) else list(queries)
     for item in items:
         if isinstance(item, str) and is_match_recognize(item):
             continue  # MATCH_RECOGNIZE reads rows, which have no type
-        comps = (
-            item.components
-            if isinstance(item, Plan)
-            else [c for q in parse_file(item) for c in q.components]
-        )
-        if any(c.event_type is not None for c in comps):
+        parsed = [item.query] if isinstance(item, Plan) else parse_file(item)
+        if any(names_types(q) for q in parsed):
             return True
     return False
+
+
+def names_types(query: ast.Query) -> bool:
+    """Whether a query's components are event types (not ANY, and not an episode rule's
+    vertices whose symbols SYMBOL computes)."""
+    return query.symbol is None and any(c.event_type is not None for c in query.components)

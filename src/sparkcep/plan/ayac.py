@@ -293,6 +293,8 @@ class AyacClauses:
                     )
                 rates[var] = float(rate)
                 sources[f"rate {var}"] = "model"
+                # Where the estimate is shaky (edge rows, repeated reads), say so here too.
+                self.warnings += [f"the model '{path}': {w}" for w in entry.get("warnings", ())]
             delay = entry.get("delay")
             if delay is not None and var != first:
                 try:
@@ -306,3 +308,7 @@ class AyacClauses:
                 from sparkcep.engines.ayac.fitting import fit_summary
 
                 fits[var] = fit_summary(entry["fit"])
+            if entry.get("sample") is not None:  # the miss rate's sample size
+                fits[var] = "; ".join(
+                    [*filter(None, [fits.get(var)]), f"miss rate from {entry['sample']} matches"]
+                )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -48,6 +49,7 @@ def _unit(time_kind: str, options: Options) -> str | None:
 
 def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     """Fit on a Spark DataFrame of history; returns the model (a JSON-able dict)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from sparkcep.runners.spark import execute
@@ -91,16 +93,52 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
         for row in fitted.collect():
             entry = json.loads(row["model"])
             laws[row["var"]] = (k.law_from_json(entry["delay"]), entry["fit"])
+    # The history's first and last times (None only without events, then without matches)
+    history = (complete.checked.min_tick or 0, complete.checked.max_tick or 0)
+    window = complete.plan.window
     rates = {}
     for var, text in fp.reduced.items():
-        reduced = execute(df, text, measuring).unordered.count()
-        others = [f"`{p.var}`" for p in fp.positives if p.var != var]
-        extended = matches.select(*others).distinct().count()
-        rates[var] = k.miss_rate(reduced, extended)
+        reduced = execute(df, text, measuring).unordered
+        others = fp.others(var)
+        ways = matches.groupBy(*[F.col(f"`{o}`") for o in others]).agg(F.count("*").alias("__ways"))
+        rows = reduced.join(ways, others, "left")
+        shared = [F.count(F.lit(1)).over(Window.partitionBy(F.col(f"`{o}`"))) > 1 for o in others]
+        shared.append(F.coalesce(F.col("__ways") > 1, F.lit(False)))
+        cols = [
+            F.col("__ways").isNotNull().alias(k.EXTENDED),
+            reduce(lambda a, b: a | b, shared).alias(k.SHARED),
+        ]
+        slot = fp.slot(var)
+        if slot is not None:
+            first, last = ticks(k.time_column(others[0])), ticks(k.time_column(others[-1]))
+            room = F.lit(float("inf")) if window is None else F.lit(float(window)) - (last - first)
+            edge = (
+                first - F.lit(float(history[0]))
+                if slot[1] == "first"
+                else (F.lit(float(history[1])) - last)
+            )
+            cols += [room.alias(k.WINDOW_ROOM), edge.alias(k.HISTORY_ROOM)]
+        neighbour = laws[slot[0]][0] if slot and slot[0] in laws else None
+        parts = (
+            rows.select(*cols).mapInPandas(_terms_of(neighbour), schema="terms string").collect()
+        )
+        terms = k.add_terms([json.loads(p["terms"]) for p in parts])
+        rates[var] = k.miss_rate(terms, var)
     matches.unpersist()
     return k.model_json(
         fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=n_complete
     )
+
+
+def _terms_of(neighbour):
+    """The estimator's sums over each batch of reduced matches (one JSON row each)."""
+    k = fitting_kernel()
+
+    def terms(batches):
+        for frame in batches:
+            yield pd.DataFrame({"terms": [json.dumps(k.reduced_terms(frame, neighbour))]})
+
+    return terms
 
 
 def _group_fitter(choice: str):
@@ -117,7 +155,8 @@ def _group_fitter(choice: str):
 
 def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="auto") -> dict:
     """The same fit with pandas, in this process (no JVM)."""
-    from sparkcep.runners.local import execute_local
+    from sparkcep.prep.table import time_ticks
+    from sparkcep.runners.local import check_events, execute_local
 
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)
@@ -139,12 +178,26 @@ def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="a
         rows = execute_local(frame, text, measuring).matches
         samples[var] = ticks(rows, k.time_column(b)) - ticks(rows, k.time_column(a))
     laws = {var: k.fit_law(gaps, law) for var, gaps in samples.items() if len(gaps)}
+    history = time_ticks(check_events(frame, fp.complete, measuring).valid[options.time_col])
+    window = complete.plan.window
     rates = {}
     for var, text in fp.reduced.items():
-        reduced = len(execute_local(frame, text, measuring).matches)
-        others = [p.var for p in fp.positives if p.var != var]
-        extended = len(matches[others].drop_duplicates())
-        rates[var] = k.miss_rate(reduced, extended)
+        reduced = execute_local(frame, text, measuring).matches
+        others = fp.others(var)
+        ways = matches.groupby(others).size().rename("__ways").reset_index()
+        rows = reduced.merge(ways, on=others, how="left")
+        shared = [rows[o].duplicated(keep=False) for o in others] + [rows["__ways"] > 1]
+        terms = {k.EXTENDED: rows["__ways"].notna().to_numpy(), k.SHARED: np.any(shared, axis=0)}
+        slot = fp.slot(var)
+        if slot is not None:
+            first = ticks(rows, k.time_column(others[0]))
+            last = ticks(rows, k.time_column(others[-1]))
+            terms[k.WINDOW_ROOM] = np.inf if window is None else window - (last - first)
+            terms[k.HISTORY_ROOM] = (
+                first - history.min() if slot[1] == "first" else history.max() - last
+            )
+        neighbour = laws.get(slot[0])[0] if slot and slot[0] in laws else None
+        rates[var] = k.miss_rate(k.reduced_terms(pd.DataFrame(terms), neighbour), var)
     return k.model_json(
         fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=len(matches)
     )

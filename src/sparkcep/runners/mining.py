@@ -24,6 +24,7 @@ from sparkcep.errors import SparkcepError
 from sparkcep.inputs import ROW, schema_of, split_valid
 from sparkcep.plan import Options, Plan, analyze
 from sparkcep.prep.table import TICKS, time_ticks
+from sparkcep.runners.local import type_column
 
 RANGE = "__mine_range"
 
@@ -145,8 +146,9 @@ def mine_rules(
 
 class _LocalLevels:
     def __init__(self, events: pd.DataFrame, settings: MiningSettings, options: Options):
+        type_col = type_column(events.columns, settings.template(), options)
         valid, _ = split_valid(
-            events, time_col=options.time_col, type_col=options.type_col, id_col=options.id_col
+            events, time_col=options.time_col, type_col=type_col, id_col=options.id_col
         )
         valid = valid.drop(columns=[ROW])
         self.settings = settings.checked(schema_of(valid), options)
@@ -167,7 +169,8 @@ class _SparkLevels:
         from sparkcep.runners.spark_rows import schema_of as spark_schema
 
         checked = check_rows(
-            source.df, time_col=options.time_col, type_col=options.type_col,
+            source.df, time_col=options.time_col,
+            type_col=type_column(source.df.columns, settings.template(), options),
             id_col=options.id_col, **source.options(),
         )  # fmt: skip
         schema = spark_schema(checked.valid, ignore=(TICKS, ROW))
@@ -232,27 +235,33 @@ def _parse_counts(rows: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def evaluate_rules(rules_text: str, events, options: Options, *, spark_source=None):
-    """Precision and recall of each rule's predicted intervals on held-out events: one
-    row per rule (rule, predict, predictions, held, recalled, consequents, precision,
-    recall)."""
+    """Precision and recall of each rule's predicted intervals on held-out events, and
+    the precision to beat: one row per rule (rule, predict, predictions, held, recalled,
+    consequents, expected, precision, recall, chance, lift; `interval_hits`). Overall:
+    `overall(report)`."""
     kernel = rule_kernel()
     if spark_source is None:
         from sparkcep.runners.local import execute_local
 
         result = execute_local(events, rules_text, options)
         predictions, plans = result.matches, result.plans
+        type_col = type_column(events.columns, rules_text, options)
         valid, _ = split_valid(
-            events, time_col=options.time_col, type_col=options.type_col, id_col=options.id_col
+            events, time_col=options.time_col, type_col=type_col, id_col=options.id_col
         )
         consequents = kernel.consequent_events(
             valid, plans, type_col=options.type_col, time_col=options.time_col
         )
+        ticks = time_ticks(valid[options.time_col])
+        span = (int(ticks.min()), int(ticks.max())) if len(ticks) else None
     else:
         from sparkcep.runners.spark import execute
 
         result = execute(spark_source.df, rules_text, options, **spark_source.options())
         predictions, plans = result.rows.toPandas(), result.plans
         consequents = _spark_consequents(result, plans, options)
+        checked = result.checked
+        span = None if checked.min_tick is None else (checked.min_tick, checked.max_tick)
     keys = {p.key for p in plans}
     if len(keys) > 1:
         raise SparkcepError("evaluate-rules takes rules that partition the stream alike")
@@ -260,7 +269,7 @@ def evaluate_rules(rules_text: str, events, options: Options, *, spark_source=No
         predictions = predictions.assign(query=plans[0].name or "rule")
     for col in ("after", "before"):
         predictions[col] = time_ticks(predictions[col])
-    out = kernel.interval_hits(predictions, consequents, list(plans[0].key))
+    out = kernel.interval_hits(predictions, consequents, list(plans[0].key), span)
     names = [p.name or "rule" for p in plans]
     missing = [n for n in names if n not in set(out["rule"])]
     if missing:  # rules that never fired: no prediction, nothing recalled
@@ -278,11 +287,24 @@ def evaluate_rules(rules_text: str, events, options: Options, *, spark_source=No
                 ],
             }
         )
-        extra["precision"] = np.nan
+        extra["expected"] = 0.0
+        extra["precision"] = extra["chance"] = extra["lift"] = np.nan
         extra["recall"] = extra["recalled"] / extra["consequents"].where(extra["consequents"] > 0)
         out = pd.concat([out, extra], ignore_index=True)
     order = {n: i for i, n in enumerate(names)}
     return out.sort_values("rule", key=lambda c: c.map(order)).reset_index(drop=True)
+
+
+def overall(report: pd.DataFrame) -> dict:
+    """All rules together: predictions, held, precision, chance (the held predictions
+    expected by chance over all predictions) and lift (precision / chance)."""
+    made, held = int(report["predictions"].sum()), int(report["held"].sum())
+    expected = float(report["expected"].sum())
+    precision = held / made if made else float("nan")
+    chance = expected / made if made else float("nan")
+    lift = precision / chance if made and chance > 0 else float("nan")
+    return {"predictions": made, "held": held, "precision": precision, "chance": chance,
+            "lift": lift}  # fmt: skip
 
 
 def _spark_consequents(result, plans: list[Plan], options: Options) -> pd.DataFrame:

@@ -249,15 +249,52 @@ def _quote(symbol: str) -> str:
     return "'" + symbol.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def chance_of_holding(ticks: np.ndarray, lengths: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """For each length L: the probability that the open interval (s, s + L), its start
+    s uniform in [lo, hi − L] (the interval inside the span [lo, hi], which holds the
+    sorted times `ticks`), holds one of them. It holds when s lies in (t − L, t) for
+    some t, so the chance is the length of the union of those intervals within
+    [lo, hi − L], over hi − lo − L — exact, no sampling. The union's length is
+    Σ min(L, gap before t) (L for the first t), less what lies before lo
+    (max(0, L − (t_first − lo))) and after hi − L (max(0, t_last − (hi − L))). An
+    interval as long as the span or longer sits at lo.
+
+    >>> t = np.array([10, 12, 30])
+    >>> # L = 4: s in (6, 10) ∪ (8, 12) ∪ (26, 30), 10 of the 36 ticks of [0, 36]
+    >>> chance_of_holding(t, np.array([4, 100]), 0, 40).round(4).tolist()
+    [0.2778, 1.0]
+    """
+    t = np.asarray(ticks, dtype=np.float64)
+    length = np.asarray(lengths, dtype=np.float64)
+    if not len(t):
+        return np.zeros(len(length))
+    gaps = np.sort(np.diff(t))
+    below = np.concatenate([[0.0], np.cumsum(gaps)])  # sums of the k smallest gaps
+    k = np.searchsorted(gaps, length)  # the gaps shorter than L count whole
+    union = below[k] + (len(gaps) - k + 1) * length
+    union -= np.maximum(0.0, length - (t[0] - lo)) + np.maximum(0.0, t[-1] - (hi - length))
+    room = hi - lo - length
+    covers = ((t > lo) & (t < lo + length[:, None])).any(axis=1) if (room <= 0).any() else 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(room > 0, union / np.where(room > 0, room, 1.0), covers).astype(float)
+
+
 def interval_hits(
-    predictions: pd.DataFrame, consequents: pd.DataFrame, key: Sequence[str]
+    predictions: pd.DataFrame,
+    consequents: pd.DataFrame,
+    key: Sequence[str],
+    span: tuple[float, float] | None = None,
 ) -> pd.DataFrame:
-    """Precision and recall of each rule's predicted intervals.
+    """Precision and recall of each rule's predicted intervals, and their chance.
 
     `predictions`: query, predict, after, before (ticks) and the key columns;
     `consequents`: symbol, tick and the key columns of the held-out events. A prediction
     holds when its symbol occurs in (after, before) in its partition; an event of a
     rule's consequent is recalled when it lies in one of that rule's intervals.
+    `chance`: the share of the rule's predictions expected to hold were each interval
+    placed at a uniformly random time in `span` (the held-out events' first and last
+    times; `chance_of_holding`, with the consequent's times in the prediction's
+    partition); `lift` = precision / chance.
     """
     rows = []
     groups = (
@@ -266,6 +303,7 @@ def interval_hits(
     for rule, preds in predictions.groupby("query", sort=True):
         symbol = preds["predict"].iloc[0]
         n = held = recalled = total = 0
+        expected = 0.0  # the held predictions expected by chance
         for keys, part in preds.groupby(list(key), sort=False) if key else [((), preds)]:
             keys = keys if isinstance(keys, tuple) else (keys,)
             events = groups.get((*keys, symbol))
@@ -274,6 +312,8 @@ def interval_hits(
             i = np.searchsorted(ticks, after, side="right")
             ok = i < len(ticks)
             held += int(np.count_nonzero(ticks[i[ok]] < before[ok]))
+            if span is not None:
+                expected += float(chance_of_holding(ticks, before - after, *span).sum())
             n += len(part)
             covered = np.zeros(len(ticks), dtype=bool)
             lo, hi = np.searchsorted(ticks, after, "right"), np.searchsorted(ticks, before, "left")
@@ -281,10 +321,11 @@ def interval_hits(
                 covered[a:b] = True
             recalled += int(covered.sum())
         total = int((consequents["symbol"] == symbol).sum()) if len(consequents) else 0
-        rows.append((rule, symbol, n, held, recalled, total))
-    out = pd.DataFrame(
-        rows, columns=["rule", "predict", "predictions", "held", "recalled", "consequents"]
-    )
+        rows.append((rule, symbol, n, held, recalled, total, expected))
+    names = ["rule", "predict", "predictions", "held", "recalled", "consequents", "expected"]
+    out = pd.DataFrame(rows, columns=names)
     out["precision"] = out["held"] / out["predictions"].where(out["predictions"] > 0)
     out["recall"] = out["recalled"] / out["consequents"].where(out["consequents"] > 0)
+    out["chance"] = out["expected"] / out["predictions"].where(out["predictions"] > 0)
+    out["lift"] = out["precision"] / out["chance"].where(out["chance"] > 0)
     return out

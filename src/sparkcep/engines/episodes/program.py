@@ -164,7 +164,10 @@ class EpisodeProgram(Program):
         return lines
 
     def mask(self, events: pd.DataFrame) -> np.ndarray:
-        """Each event's symbol id + 1 (0: none) for type symbols."""
+        """Each event's symbol id + 1 (0: none) for type symbols; 0 with SYMBOL (the
+        symbols are computed here, and the type column need not exist)."""
+        if self.symbol is not None:
+            return np.zeros(len(events), dtype=np.int64)
         if MASK in events.columns:
             return events[MASK].to_numpy(dtype=np.int64)
         types = events[self.options.type_col].astype(str)
@@ -176,6 +179,29 @@ class EpisodeProgram(Program):
             return self.mask(events) - 1
         values = pd.Series(symbol_values(self.symbol, events), dtype=object)
         return values.map(self.rules.codes).fillna(-1).to_numpy(dtype=np.int64)
+
+    def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
+        """How many events share their instant with an event of their partition that
+        some rule orders after or before them (`RuleSet.ordered_pairs`): those ties keep
+        an occurrence from holding both, and a tie-break could change a result. Ties
+        between other events change nothing and are not counted."""
+        if not len(events) or not self.rules.ordered_pairs:
+            return 0
+        seen = self.symbols_of(events) >= 0
+        if owned is not None:
+            seen &= np.asarray(owned, bool)
+        cols = [*self.segments_of(events), self.options.time_col]
+        cols += [self.tiebreak] if self.tiebreak else []
+        frame = events.loc[seen, cols].copy()
+        frame["__code"] = self.symbols_of(events)[seen]
+        frame["__instant"] = frame.groupby(cols, dropna=False, sort=False).ngroup()
+        frame["__row"] = np.arange(len(frame))
+        tied = frame[frame.duplicated("__instant", keep=False)][["__instant", "__code", "__row"]]
+        pairs = tied.merge(tied, on="__instant")
+        n = len(self.rules.symbols)
+        ordered = np.array([a * n + b for a, b in self.rules.ordered_pairs], dtype=np.int64)
+        hit = np.isin(pairs["__code_x"].to_numpy() * n + pairs["__code_y"].to_numpy(), ordered)
+        return int(pairs.loc[hit, "__row_x"].nunique())
 
     # ---- running
     def new_state(self) -> EpisodeState:

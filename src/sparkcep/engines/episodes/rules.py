@@ -39,6 +39,8 @@ class RuleSet:
     (['W', 'X', 'Y', 'Z'], {2: (0,), 3: (1,)}, 10)
     >>> rules[0].retrieval, rules[0].sinks
     ((2, 1, 0), (2,))
+    >>> sorted(rules.ordered_pairs)  # W, X before Y; X before Z (either way round)
+    [(0, 2), (1, 2), (1, 3), (2, 0), (2, 1), (3, 1)]
     """
 
     def __init__(self, plans: Sequence[Plan], names: Sequence[str | None]):
@@ -62,6 +64,15 @@ class RuleSet:
                 sink_lists.setdefault(symbols[v], []).append(r)
             for v, s in enumerate(symbols):
                 vertex_lists.setdefault(s, []).append((r, v))
+        # Symbol pairs some rule puts in order (a path u -> ... -> v), both ways round: two
+        # such events at one instant can never both be in an occurrence, an order of
+        # equal times (a tie-break) could change that. Other ties change nothing.
+        self.ordered_pairs: set[tuple[int, int]] = set()
+        for rule in self.rules:
+            for u in rule.topological:
+                for v in _after(rule.succ, u):
+                    a, b = rule.symbols[u], rule.symbols[v]
+                    self.ordered_pairs |= {(a, b), (b, a)}
         self.by_sink = {s: tuple(dict.fromkeys(rs)) for s, rs in sink_lists.items()}
         self.by_vertex = {s: tuple(vs) for s, vs in vertex_lists.items()}
         self.max_window = max(r.window for r in self.rules)
@@ -87,3 +98,15 @@ class RuleSet:
         for s in symbols:
             found.update(self.by_sink.get(s, ()))
         return sorted(found)
+
+
+def _after(succ: tuple[tuple[int, ...], ...], u: int) -> set[int]:
+    """The vertices a path leads to from u."""
+    seen: set[int] = set()
+    todo = list(succ[u])
+    while todo:
+        v = todo.pop()
+        if v not in seen:
+            seen.add(v)
+            todo.extend(succ[v])
+    return seen
