@@ -1,7 +1,8 @@
 """Hypothesis strategies: random FUNNEL queries, and random MATCH_RECOGNIZE queries over the columns of `streams()`
 (id, type, ts, v, k, seq): random patterns (quantifiers greedy and reluctant, alternation,
-PERMUTE, anchors, exclusion, empty patterns), DEFINE conditions that read the current row
-only and ones that read the match so far, MEASURES with RUNNING/FINAL, every ROWS PER
+PERMUTE, anchors, exclusions nested too, empty patterns), DEFINE conditions that read the current row
+only and ones that read the match so far, MEASURES with RUNNING/FINAL, CLASSIFIER()
+navigated every way (PREV/NEXT/FIRST/LAST, RUNNING/FINAL) in MEASURES and DEFINE, every ROWS PER
 MATCH and AFTER MATCH SKIP mode, SUBSET, PARTITION BY and WITHIN."""
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ HISTORY = (
     "FIRST(CLASSIFIER()) = 'A'",
     "PREV(LAST(A.v), 1) < v",
     "COUNT(v) >= COUNT(*) - 1",
+    "NEXT(CLASSIFIER()) IS NULL",
+    "PREV(CLASSIFIER(U), 2) = 'C'",
+    "NEXT(FIRST(CLASSIFIER()), 1) = 'B'",
+    "LAST(CLASSIFIER(), 1) != 'A'",
     "MAX(B.seq) = 3 OR LAST(C.v) > 2",
 )
 MEASURES = (
@@ -54,6 +59,14 @@ MEASURES = (
     "COUNT(C.*) AS nc",
     "FIRST(id, 1) AS second_id",
     "coalesce(B.v, -1) AS bv",
+    "NEXT(CLASSIFIER()) AS ncls",
+    "PREV(CLASSIFIER(), 2) AS pcls",
+    "NEXT(RUNNING FIRST(CLASSIFIER()), 2) AS nfcls",
+    "PREV(FINAL LAST(CLASSIFIER())) AS plcls",
+    "NEXT(FINAL LAST(CLASSIFIER())) AS nlcls",
+    "FINAL LAST(CLASSIFIER(), 1) AS flcls",
+    "NEXT(CLASSIFIER(U)) AS nucls",
+    "FIRST(CLASSIFIER(B)) AS fbcls",
 )
 
 
@@ -72,7 +85,10 @@ def patterns(draw, depth: int = 0) -> str:
         parts = draw(st.lists(st.sampled_from(VARS), min_size=2, max_size=3))
         text = "PERMUTE(" + ", ".join(parts) + ")"
     elif kind == 7:
-        text = "{- " + draw(patterns(depth=depth + 1)) + " -}"
+        inner = draw(patterns(depth=depth + 1))
+        if draw(st.booleans()):  # an exclusion inside an exclusion
+            inner = f"{draw(st.sampled_from(VARS))} {{- {inner} -}}"
+        text = "{- " + inner + " -}"
     elif kind == 8:
         text = draw(st.sampled_from(["^", "$", "()"]))
     else:

@@ -102,6 +102,55 @@ def test_trino_v_shape_all_rows_with_an_exclusion():
     ]
 
 
+PRICES = pd.DataFrame({"id": range(5), "ts": range(5), "price": [100, 95, 90, 96, 99]})
+FALL_RISE = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}
+     ALL ROWS PER MATCH PATTERN ({pattern})
+     DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
+
+
+def test_rows_of_a_nested_exclusion_are_excluded():
+    # A=100, B=95 90, C=96 99: every row but A's is inside the outer exclusion.
+    text = FALL_RISE.format(measures="CLASSIFIER() AS c", pattern="A {- {- B+ -} C+ -}")
+    assert plain(match_recognize_local(PRICES, text), ["ts", "c"]) == [[0, "A"]]
+    assert [r["ts"] for r in oracle_match_recognize(PRICES.to_dict("records"), text)] == [0]
+    text = FALL_RISE.format(measures="CLASSIFIER() AS c", pattern="A {- B+ {- C -} -} C")
+    assert plain(match_recognize_local(PRICES, text), ["ts", "c"]) == [[0, "A"], [4, "C"]]
+
+
+def test_classifier_navigated_past_the_current_row():
+    # labels A B B C C; NEXT reads the next row's label within the match, null past it.
+    measures = (
+        "NEXT(CLASSIFIER()) AS n, PREV(CLASSIFIER(), 2) AS p2, "
+        "NEXT(FIRST(CLASSIFIER()), 3) AS nf, PREV(FINAL LAST(CLASSIFIER())) AS pl, "
+        "NEXT(FINAL LAST(CLASSIFIER())) AS nl, NEXT(CLASSIFIER(B)) AS nb"
+    )
+    text = FALL_RISE.format(measures=measures, pattern="A B+ C+")
+    want = [
+        ["B", None, "C", "C", None, None],
+        ["B", None, "C", "C", None, "B"],
+        ["C", "A", "C", "C", None, "C"],
+        ["C", "B", "C", "C", None, "C"],
+        [None, "B", "C", "C", None, "C"],
+    ]
+    cols = ["n", "p2", "nf", "pl", "nl", "nb"]
+    assert plain(match_recognize_local(PRICES, text), cols) == want
+    oracle = oracle_match_recognize(PRICES.to_dict("records"), text)
+    assert [[r[c] for c in cols] for r in oracle] == want
+    # ONE ROW PER MATCH: at the last row; DEFINE: the next row has no label yet.
+    one = text.replace("ALL ROWS PER MATCH", "ONE ROW PER MATCH")
+    assert plain(match_recognize_local(PRICES, one), cols) == [want[-1]]
+    define = FALL_RISE.format(measures="COUNT(*) AS n", pattern="A B+ C+").replace(
+        "C AS C.price", "C AS NEXT(CLASSIFIER()) IS NULL AND C.price"
+    )
+    assert plain(match_recognize_local(PRICES, define), ["n"]) == [[1], [2], [3], [4], [5]]
+
+
+def test_match_number_cannot_be_navigated():
+    text = FALL_RISE.format(measures="PREV(MATCH_NUMBER()) AS m", pattern="A B+ C+")
+    with pytest.raises(QueryError, match="MATCH_NUMBER"):
+        match_recognize_local(PRICES, text)
+
+
 ACME = pd.DataFrame(
     {
         "symbol": "ACME",
