@@ -40,6 +40,8 @@ HISTORY = (
     "PREV(CLASSIFIER(U), 2) = 'C'",
     "NEXT(FIRST(CLASSIFIER()), 1) = 'B'",
     "LAST(CLASSIFIER(), 1) != 'A'",
+    "v IN (2, FIRST(A.v), NULL)",
+    "{x}.v NOT IN (1, PREV({x}.v))",
     "MAX(B.seq) = 3 OR LAST(C.v) > 2",
 )
 MEASURES = (

@@ -145,6 +145,23 @@ def test_classifier_navigated_past_the_current_row():
     assert plain(match_recognize_local(PRICES, define), ["n"]) == [[1], [2], [3], [4], [5]]
 
 
+def test_in_lists_take_expressions():
+    # IN (300, LAST(A.value)) is x = 300 OR x = LAST(A.value): B is 300 or repeats A.
+    frame = pd.DataFrame({"id": range(6), "ts": range(6), "value": [100, 300, 7, 7, 5, 6]})
+    text = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+         MEASURES FIRST(A.value) AS a, LAST(B.value) AS b
+         PATTERN (A B) DEFINE B AS B.value {op} (300, LAST(A.value)))"""
+    assert plain(match_recognize_local(frame, text.format(op="IN")), ["a", "b"]) == [
+        [7, 7],
+        [100, 300],
+    ]
+    # NOT IN: 0-1 fail (300); 1-2 match (7), then 3-4 (5); rows sorted by the measures.
+    assert plain(match_recognize_local(frame, text.format(op="NOT IN")), ["a", "b"]) == [
+        [7, 5],
+        [300, 7],
+    ]
+
+
 def test_match_number_cannot_be_navigated():
     text = FALL_RISE.format(measures="PREV(MATCH_NUMBER()) AS m", pattern="A B+ C+")
     with pytest.raises(QueryError, match="MATCH_NUMBER"):

@@ -632,10 +632,10 @@ class _ToMr(Transformer):
         return ast.BinOp(op, left, right, span=_span(meta))
 
     def in_list(self, meta, children):
-        return ast.InList(children[0], tuple(children[1:]), False, span=_span(meta))
+        return _in_list(children[0], tuple(children[1:]), False, _span(meta))
 
     def not_in_list(self, meta, children):
-        return ast.InList(children[0], tuple(children[2:]), True, span=_span(meta))
+        return _in_list(children[0], tuple(children[2:]), True, _span(meta))
 
     def between(self, meta, children):
         value, low, high = children
@@ -747,9 +747,6 @@ class _ToMr(Transformer):
     def number(self, meta, children):
         return ast.Literal(_literal_number(children[0], self.text), span=_span(meta))
 
-    def negative_number(self, meta, children):
-        return ast.Literal(-_literal_number(children[0], self.text), span=_span(meta))
-
     def string(self, meta, children):
         return ast.Literal(str(children[0])[1:-1].replace("''", "'"), span=_span(meta))
 
@@ -761,6 +758,18 @@ class _ToMr(Transformer):
 
     def null(self, meta, children):
         return ast.Literal(None, span=_span(meta))
+
+
+def _in_list(operand, values, negated: bool, span) -> ast.Expr:
+    """`x IN (...)`: a list of literals stays one test (computed for every row at once);
+    with expressions (`IN (300, LAST(A.v))`) it is what the standard defines it as,
+    `x = a OR x = b ...` (NOT IN: the negation), with SQL's null logic."""
+    if all(isinstance(v, ast.Literal) for v in values):
+        return ast.InList(operand, values, negated, span=span)
+    test = ast.BinOp("=", operand, values[0], span=span)
+    for value in values[1:]:
+        test = ast.BinOp("or", test, ast.BinOp("=", operand, value, span=span), span=span)
+    return ast.Not(test, span=span) if negated else test
 
 
 @dataclass(frozen=True)
