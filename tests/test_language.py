@@ -94,6 +94,10 @@ def test_comments_are_ignored():
         ("PATTERN SEQ(A a) WHERE a.v = 1 WHERE a.v = 2", 1, 32, "WHERE is given twice"),
         ("PATTERN SEQ(A a, B b[])", 1, 18, "marks a Kleene variable"),
         ("PATTERN SEQ(A a) WHERE a.v < a.k < 3", 1, 24, "only '=' can be chained"),
+        ("PATTERN SEQ(A a, B b) WHERE a.v > 1 WITHN 10 s", 1, 37, "did you mean WITHIN?"),
+        ("PATERN SEQ(A a) WITHIN 3", 1, 1, "did you mean PATTERN?"),
+        # the missing ')' belongs after '1' on line 2, not before WITHIN on line 3
+        ("PATTERN SEQ(A a, B b)\nWHERE (a.v > 1\nWITHIN 10 s", 2, 15, "a ')' is missing here"),
     ],
 )
 def test_syntax_errors_point_at_the_text(text, line, column, message):

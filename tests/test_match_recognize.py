@@ -16,6 +16,7 @@ from strategies import events_frame, streams
 
 import sparkcep
 from sparkcep import QueryError, SparkcepError, match_recognize_local
+from sparkcep.language.match_recognize import parse_match_recognize
 
 
 def engine_rows(frame: pd.DataFrame, text: str) -> tuple[list[str], Counter]:
@@ -264,6 +265,29 @@ def test_empty_matches_and_unmatched_rows():
 # ---- errors --------------------------------------------------------------------------------
 
 HEAD = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+
+
+def test_syntax_errors_speak_the_users_words():
+    def error(text: str) -> QueryError:
+        with pytest.raises(QueryError) as info:
+            parse_match_recognize(text)
+        return info.value
+
+    # terminals as written ('-}', '^'), never grammar names (EXCLUDE CLOSE, CIRCUMFLEX)
+    found = error(HEAD + "PATTERN (A {- B ) DEFINE A AS v > 1)")
+    assert "(expected '-}')" in found.message and found.column == 62
+    found = error(HEAD + "PATTERN (A B) DEFINE A AS v > 1) WITHN 10 s")
+    assert found.message == "unexpected 'WITHN': did you mean WITHIN?" and found.column == 79
+    # a clause keyword inside PATTERN (...): the ')' is missing at the end of line 2
+    found = error(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\n  PATTERN (A B\n  DEFINE A AS v > 1)"
+    )
+    assert "a ')' is missing here" in found.message and (found.line, found.column) == (2, 15)
+    found = error(HEAD + "PATTERN (A B) DEFINE A AS v > 1")
+    assert "to close the '(' of line 1, column 33" in found.message and found.column == 77
+    for text in ("^", "$", "|", "+"):
+        found = error(HEAD + f"PATTERN (A {text}) DEFINE A AS v > 1 ,)")
+        assert not any(w in found.message for w in ("CIRCUMFLEX", "DOLLAR", "VBAR", "PLUS"))
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,11 @@ from sparkcep.language.parser import (
     UNITS,
     _check_depth,
     _literal_number,
+    _missing_paren,
+    _offset_span,
     _span,
     _syntax_error,
+    _tokens_before,
     _too_deep,
 )
 from sparkcep.language.parser import _number as _sized_number
@@ -343,7 +346,7 @@ def parse_match_recognize(text: str) -> MrQuery:
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as error:
-        raise _syntax_error(text, error) from None
+        raise _unclosed_pattern(text) or _syntax_error(text, error, _lark()) from None
     _check_depth(tree, text)  # the limits of language/parser.py: no RecursionError
     try:
         query = _ToMr(text).transform(tree)
@@ -354,6 +357,27 @@ def parse_match_recognize(text: str) -> MrQuery:
         raise
     _check_expr_depth(query, text)
     return query
+
+
+def _unclosed_pattern(text: str) -> QueryError | None:
+    """`PATTERN (A B DEFINE ...`: inside a pattern every word is a variable, so the
+    parser fails only at the end; a clause keyword inside PATTERN's parentheses shows
+    where its ')' is missing."""
+    tokens = _tokens_before(text, len(text))
+    words = [text[a:b].upper() for a, b in tokens]
+    for i in range(len(tokens) - 1):
+        if words[i] == "PATTERN" and words[i + 1] == "(":
+            depth = 0
+            for j in range(i + 1, len(tokens)):
+                depth += {"(": 1, ")": -1}.get(words[j], 0)
+                if depth == 0:
+                    return None
+                if words[j] in ("SUBSET", "DEFINE", "WITHIN") and j > i + 2:
+                    return _missing_paren(
+                        text, _offset_span(text, *tokens[j]), tokens[j][0],
+                        f"{words[j]} cannot be inside PATTERN (...)",
+                    )  # fmt: skip
+    return None
 
 
 def _check_expr_depth(query: MrQuery, text: str) -> None:
