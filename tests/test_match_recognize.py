@@ -11,12 +11,12 @@ import pytest
 from helpers import examples, normalize
 from hypothesis import HealthCheck, given, settings
 from mr_oracle import SkipFailure, oracle_match_recognize
-from mr_strategies import mr_queries
+from mr_strategies import mr_queries, patterns
 from strategies import events_frame, streams
 
 import sparkcep
 from sparkcep import QueryError, SparkcepError, match_recognize_local
-from sparkcep.language.match_recognize import parse_match_recognize
+from sparkcep.language.match_recognize import parse_match_recognize, pattern_text
 
 
 def engine_rows(frame: pd.DataFrame, text: str) -> tuple[list[str], Counter]:
@@ -265,6 +265,25 @@ def test_empty_matches_and_unmatched_rows():
 # ---- errors --------------------------------------------------------------------------------
 
 HEAD = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(pattern=patterns())
+def test_a_printed_pattern_parses_back_to_the_same_pattern(pattern):
+    def parsed(text: str):
+        return parse_match_recognize(f"{HEAD}PATTERN ({text}) DEFINE A AS true)").pattern
+
+    original = parsed(pattern)
+    assert parsed(pattern_text(original)) == original, pattern_text(original)
+
+
+def test_explain_keeps_the_groups_of_a_pattern():
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+        "PATTERN (ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL) DEFINE ADM AS v > 0)"
+    )
+    frame = pd.DataFrame({"k": [1], "ts": [1], "v": [1]})
+    assert "ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL" in sparkcep.explain(text, frame)
 
 
 def test_syntax_errors_speak_the_users_words():

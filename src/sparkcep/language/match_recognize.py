@@ -93,25 +93,36 @@ class Permute(PatternNode):
 
 
 def pattern_text(node: PatternNode) -> str:
-    """A pattern as it would be written."""
+    """A pattern as it would be written: it parses back to the same pattern (a group
+    keeps its parentheses inside a concatenation, an alternation or a quantifier).
+
+    >>> q = parse_match_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+    ...     "PATTERN (ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL) DEFINE ADM AS true)")
+    >>> pattern_text(q.pattern)
+    'ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL'
+    """
     if isinstance(node, PVar):
         return node.name
     if isinstance(node, Anchor):
         return node.kind
     if isinstance(node, Concat):
-        return " ".join(pattern_text(i) for i in node.items) if node.items else "()"
+        return " ".join(_grouped(i, Concat | Alt) for i in node.items) if node.items else "()"
     if isinstance(node, Alt):
-        return " | ".join(pattern_text(i) for i in node.items)
+        return " | ".join(_grouped(i, Alt) for i in node.items)
     if isinstance(node, Exclude):
         return "{- " + pattern_text(node.node) + " -}"
     if isinstance(node, Permute):
         return "PERMUTE(" + ", ".join(pattern_text(i) for i in node.items) + ")"
     if isinstance(node, Quant):
-        inner = pattern_text(node.node)
-        if not isinstance(node.node, PVar | Anchor | Exclude | Permute):
-            inner = f"({inner})"
-        return inner + _quantifier_text(node)
+        return _grouped(node.node, Concat | Alt | Quant) + _quantifier_text(node)
     raise TypeError(node)
+
+
+def _grouped(node: PatternNode, kinds) -> str:
+    """A part of a larger pattern, in parentheses when it is of `kinds` (those that would
+    otherwise merge into the larger one or bind differently)."""
+    text = pattern_text(node)
+    return f"({text})" if isinstance(node, kinds) and text != "()" else text
 
 
 def _quantifier_text(q: Quant) -> str:
