@@ -163,6 +163,23 @@ def test_in_lists_take_expressions():
     ]
 
 
+def test_equal_times_are_in_sequence_and_no_tie_warning_says_otherwise():
+    # three rows at ts 1: matched in row order (A then B), not "never in sequence"
+    frame = pd.DataFrame({"ts": [1, 1, 1], "v": [1, 2, 3]})
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a, B.v AS b "
+        "PATTERN (A B) DEFINE B AS B.v > A.v)"
+    )
+    result = sparkcep.run_local(frame, text)
+    assert plain(result.matches, ["a", "b"]) == [[1, 2]]
+    assert not any("never in sequence" in w for w in result.warnings), result.warnings
+    described = sparkcep.explain(text, frame)
+    assert "never in sequence" not in described
+    assert "ts, then the row number in the input: rows with equal values are in sequence" in (
+        " ".join(described.split())
+    )
+
+
 def test_match_number_cannot_be_navigated():
     text = FALL_RISE.format(measures="PREV(MATCH_NUMBER()) AS m", pattern="A B+ C+")
     with pytest.raises(QueryError, match="MATCH_NUMBER"):
