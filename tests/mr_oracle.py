@@ -335,7 +335,7 @@ def oracle_match_recognize(
     q = mr.parse_match_recognize(text)
     sets = {v: {v} for v in mr.pattern_variables(q.pattern)}
     sets.update({s.name: set(s.members) for s in q.subsets})
-    time_col = q.order_by[0].name
+    time_col = q.order_by[0].name if q.order_by else None  # None: the input's row order
     tie = q.order_by[1].name if len(q.order_by) > 1 else None
     window = _window(q, time_unit)
     columns = list(rows[0]) if rows else []
@@ -348,11 +348,11 @@ def oracle_match_recognize(
         parts.setdefault(key, []).append(r)
     out = []
     for key in sorted(parts, key=lambda k: [(v is not None, v) for v in k]):
-        part = sorted(
-            parts[key],
-            key=lambda r: (r[time_col], _tie_key(r, tie), r[id_col]),
-        )
-        out += _scan(q, part, [r[time_col] for r in part], window, sets, out_cols)
+        part = parts[key]  # without ORDER BY, in input order (and no WITHIN)
+        if time_col is not None:
+            part.sort(key=lambda r: (r[time_col], _tie_key(r, tie), r[id_col]))
+        ticks = [r[time_col] for r in part] if time_col is not None else None
+        out += _scan(q, part, ticks, window, sets, out_cols)
     return out
 
 

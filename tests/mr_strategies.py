@@ -3,7 +3,7 @@
 PERMUTE, anchors, exclusions nested too, empty patterns), DEFINE conditions that read the current row
 only and ones that read the match so far, MEASURES with RUNNING/FINAL, CLASSIFIER()
 navigated every way (PREV/NEXT/FIRST/LAST, RUNNING/FINAL) in MEASURES and DEFINE, every ROWS PER
-MATCH and AFTER MATCH SKIP mode, SUBSET, PARTITION BY and WITHIN."""
+MATCH and AFTER MATCH SKIP mode, SUBSET, PARTITION BY, WITHIN, and no ORDER BY (input order)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,11 @@ def mr_queries(draw, *, allow_runtime_errors: bool = True) -> str:
         text += "PARTITION BY k "
     elif rows == "ONE" and not measures:
         measures = ["MATCH_NUMBER() AS mno"]  # a row needs a column
-    text += "ORDER BY ts" + (", seq " if draw(st.integers(0, 3)) == 0 else " ")
+    within = draw(st.integers(1, 6)) if draw(st.integers(0, 2)) > 0 else None
+    orders = ["ts", "ts", "ts", "ts, seq"] + ([None] if within is None else [])
+    order = draw(st.sampled_from(orders))
+    if order:  # else the rows' input order (WITHIN needs a time)
+        text += f"ORDER BY {order} "
     if measures:
         text += "MEASURES " + ", ".join(measures) + " "
     text += {
@@ -148,8 +152,8 @@ def mr_queries(draw, *, allow_runtime_errors: bool = True) -> str:
     }[rows]
     text += f"AFTER MATCH SKIP {skip} "
     text += f"PATTERN ({pattern}) SUBSET U = (A, C) DEFINE " + ", ".join(defines) + ")"
-    if draw(st.integers(0, 2)) > 0:
-        text += f" WITHIN {draw(st.integers(1, 6))}"
+    if within is not None:
+        text += f" WITHIN {within}"
     return text
 
 

@@ -180,6 +180,23 @@ def test_equal_times_are_in_sequence_and_no_tie_warning_says_otherwise():
     )
 
 
+NO_ORDER = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k
+     MEASURES FIRST(A.price) AS top, LAST(B.price) AS low, LAST(C.price) AS back
+     PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))"""
+
+
+def test_without_order_by_rows_are_matched_in_input_order():
+    # ts runs backwards: in input order 9 7 5 8 is a V (ts order would read 8 5 7 9)
+    frame = pd.DataFrame({"k": 1, "ts": [4, 3, 2, 1], "price": [9, 7, 5, 8]})
+    result = sparkcep.run_local(frame, NO_ORDER, time_col="__order")
+    assert plain(result.matches, ["top", "low", "back"]) == [[9, 5, 8]]
+    assert any(
+        "no ORDER BY: rows are matched in the order of the input" in w for w in result.warnings
+    )
+    assert plain(match_recognize_local(frame, NO_ORDER), ["top", "low", "back"]) == [[9, 5, 8]]
+    assert "no ORDER BY: the input's row order" in sparkcep.explain(NO_ORDER, frame)
+
+
 def test_match_number_cannot_be_navigated():
     text = FALL_RISE.format(measures="PREV(MATCH_NUMBER()) AS m", pattern="A B+ C+")
     with pytest.raises(QueryError, match="MATCH_NUMBER"):
@@ -372,7 +389,11 @@ def test_syntax_errors_speak_the_users_words():
             "DESC",
             43,
         ),
-        ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS v > 1)", "needs ORDER BY", 1),
+        (
+            "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS v > 1) WITHIN 3",
+            "WITHIN needs ORDER BY",
+            72,
+        ),
     ],
 )
 def test_errors_point_at_line_and_column(query, message, column):
@@ -463,6 +484,16 @@ SPARK_QUERIES = [
     "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t, tx MEASURES COUNT(*) AS n "
     "PATTERN (A{2,}) DEFINE A AS price >= 4) WITHIN 9",
 ]
+
+
+@pytest.mark.spark
+def test_spark_without_order_by_uses_the_dataframes_order(spark):
+    pdf = random_trades().sample(frac=1.0, random_state=5).reset_index(drop=True)
+    pdf = pdf.rename(columns={"sym": "k"})  # rows out of time order: only input order counts
+    local = match_recognize_local(pdf, NO_ORDER)
+    assert len(local) > 0
+    got = sparkcep.match_recognize(spark.createDataFrame(pdf), NO_ORDER).toPandas()
+    assert plain(got, list(got.columns)) == plain(local, list(local.columns))
 
 
 @pytest.mark.spark

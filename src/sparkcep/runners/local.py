@@ -23,6 +23,7 @@ from sparkcep.engines.base import (
 )
 from sparkcep.inputs import (
     CORRUPT,
+    ORDER_COL,
     READ_REASON,
     REASON,
     ROW,
@@ -87,6 +88,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
+    rejected = rejected.drop(columns=[ORDER_COL], errors="ignore")  # not the user's
     # Without an id column, a rejected row keeps its row number (ROW), as through Spark.
     if options.id_col is not None:
         rejected = rejected.drop(columns=[ROW])
@@ -120,6 +122,8 @@ def check_events(
     """Check the rows of `frame` for the queries: split_valid, the columns of numbers
     (`numeric_columns`; only the columns in `typed` when given), the plans and programs,
     then each row's bad cells and the programs' row checks."""
+    if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
+        frame = frame.assign(**{ORDER_COL: np.arange(len(frame), dtype=np.int64)})
     type_col = type_column(frame.columns, queries, options)
     valid, rejected = split_valid(
         frame, time_col=options.time_col, type_col=type_col, id_col=options.id_col

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
-from sparkcep.inputs import REASON, ROW, duplicate_warning, text_warning
+from sparkcep.inputs import ORDER_COL, REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
@@ -111,6 +111,8 @@ def execute(
     `head` (a CSV input's first cells by column: `spark_files.SparkInput.head`) lets the
     checking pass read the input once (`spark_once`); the run's `checked.release()`
     then drops the rows Spark keeps for it."""
+    if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
+        df = df.withColumn(ORDER_COL, F.monotonically_increasing_id())
     roles = {
         "time_col": options.time_col,
         "type_col": type_column(df.columns, queries, options),

@@ -26,7 +26,7 @@ from sparkcep.engines.match_recognize.rows import EMPTY, MATCH, UNMATCHED, RowCo
 from sparkcep.engines.state import state_class
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import column_vec
-from sparkcep.inputs import ROW
+from sparkcep.inputs import ORDER_COL, ROW
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
 from sparkcep.plan.match_recognize import rangeable
@@ -344,9 +344,12 @@ def explain_lines(program: MrProgram) -> list[tuple[str, str]]:
     order = [program.options.time_col, *([plan.tiebreak] if plan.tiebreak else [])]
     id_col = program.options.id_col
     row_id = "the row number in the input" if id_col in (None, ROW) else f"the id column {id_col}"
-    lines.append(
-        ("order", ", ".join(order) + f", then {row_id}: rows with equal values are in sequence")
-    )
+    if order == [ORDER_COL]:
+        lines.append(("order", "no ORDER BY: the input's row order"))
+    else:
+        lines.append(
+            ("order", ", ".join(order) + f", then {row_id}: rows with equal values are in sequence")
+        )
     if plan.window is not None:
         lines.append(("window", f"{plan.window} (last - first < {plan.window}, in ticks)"))
     lines.append(("rows", ROWS_WORDS[(spec.rows, spec.empty)]))
