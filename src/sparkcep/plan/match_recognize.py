@@ -217,7 +217,9 @@ class _MrAnalyzer:
             if opts.time_col != ORDER_COL:
                 raise self.error(
                     f"no ORDER BY: rows are matched in input order, not by the time column "
-                    f"'{opts.time_col}' of this run: add ORDER BY {opts.time_col}",
+                    f"'{opts.time_col}' of this run: add ORDER BY {opts.time_col}, or run the "
+                    "query with sparkcep.match_recognize(_local) or 'sparkcep run', which take "
+                    "the order from the query",
                     q.span,
                 )
             self.warnings.append(NO_ORDER_BY)

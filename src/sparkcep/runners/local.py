@@ -122,8 +122,6 @@ def check_events(
     """Check the rows of `frame` for the queries: split_valid, the columns of numbers
     (`numeric_columns`; only the columns in `typed` when given), the plans and programs,
     then each row's bad cells and the programs' row checks."""
-    if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
-        frame = frame.assign(**{ORDER_COL: np.arange(len(frame), dtype=np.int64)})
     type_col = type_column(frame.columns, queries, options)
     valid, rejected = split_valid(
         frame, time_col=options.time_col, type_col=type_col, id_col=options.id_col

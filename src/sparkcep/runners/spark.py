@@ -164,8 +164,11 @@ def matched(
     for other in outs[1:]:
         rows = rows.unionByName(other, allowMissingColumns=True)
     order = [QUERY] if len(programs) > 1 else list(programs[0].order)
+    rejected = checked.rejected  # None: checked in the driver (its rows: rejected_rows)
+    if rejected is not None:
+        rejected = rejected.drop(ORDER_COL)  # the run's own column, not the user's
     return SparkRun(
-        plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
+        plans, rows, rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
 
