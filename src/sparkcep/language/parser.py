@@ -699,9 +699,15 @@ def _syntax_error(text: str, error: UnexpectedInput, parser: Lark | None = None)
         before = _tokens_before(text, token.start_pos)
         keywords = _keywords(parser)
         allowed = [k for k in keywords if k in {_token_name(t, parser) for t in expected}]
-        guess = _near_miss(str(token), allowed or keywords)
+        guess = _near_miss(str(token), allowed)  # a keyword that may come here
         if guess:
             return QueryError(f"unexpected '{token}': did you mean {guess}?", text, span)
+        if "RPAR" in expected and before:
+            previous_line = text.count("\n", 0, before[-1][1]) + 1
+            if previous_line < token.line:  # the ')' belongs at the end of an earlier line
+                return _missing_paren(
+                    text, span, token.start_pos, f"'{token}' on line {token.line} cannot come here"
+                )
         if before and text[before[-1][0] : before[-1][1]].isidentifier():
             a, b = before[-1]  # a mistyped keyword taken for a name (an alias, a variable)
             guess = _near_miss(text[a:b], keywords, cutoff=0.88)
@@ -709,12 +715,6 @@ def _syntax_error(text: str, error: UnexpectedInput, parser: Lark | None = None)
                 word = text[a:b]
                 return QueryError(
                     f"unexpected '{word}': did you mean {guess}?", text, _offset_span(text, a, b)
-                )
-        if "RPAR" in expected and before:
-            previous_line = text.count("\n", 0, before[-1][1]) + 1
-            if previous_line < token.line:  # the ')' belongs at the end of an earlier line
-                return _missing_paren(
-                    text, span, token.start_pos, f"'{token}' on line {token.line} cannot come here"
                 )
         return QueryError(f"unexpected '{token}'" + listed, text, span)
     if isinstance(error, UnexpectedCharacters):
