@@ -230,3 +230,18 @@ def test_quoted_types_and_no_type_column():
 def test_string_function_errors(text, message):
     with pytest.raises(QueryError, match=re.escape(message)):
         analyze(text, {"ts": "int", "type": "string", "name": "string", "v": "int"})
+
+
+def test_syntax_errors_name_tokens_as_written_in_both_languages():
+    from sparkcep.language import match_recognize, parser
+
+    for grammar in (parser._lark(), match_recognize._lark()):
+        for terminal in grammar.terminals:
+            shown = parser._token_name(terminal.name, grammar)
+            if shown is None:
+                continue
+            if shown.startswith(("'", "a ")) or " or " in shown:
+                continue  # '^', '-}', a name, RUNNING or FINAL
+            # else keywords as written (WITHIN, NOT IN), never CIRCUMFLEX or EXCLUDE CLOSE
+            written = terminal.pattern.value.upper()
+            assert all(word in written for word in shown.split()), (terminal.name, shown)

@@ -586,7 +586,7 @@ def _token_name(name: str, parser: Lark) -> str | None:
         return pattern.value.upper() if pattern.value.isidentifier() else f"'{pattern.value}'"
     if _KEYWORD.fullmatch(pattern.value):
         return pattern.value.removesuffix("\\b").upper()
-    return name.lower().replace("_", " ")
+    return None if name.startswith("__") else name.lower().replace("_", " ")
 
 
 @cache
