@@ -49,8 +49,10 @@ class _Match:
         self.rows, self.start, self.labels, self.mn, self.sets = rows, start, labels, mn, sets
         self.end = start + len(labels) - 1
 
-    def label(self, pos, upto):
-        if self.start <= pos <= upto and pos <= self.end:
+    def label(self, pos):
+        """CLASSIFIER() of partition row `pos`: its variable if the row is in the match
+        (so far: in DEFINE the match ends at the current row), else null."""
+        if self.start <= pos <= self.end:
             return self.labels[pos - self.start]
         return None
 
@@ -150,15 +152,15 @@ def _ops(expr, sub):
     raise ValueError(f"unsupported {expr!r}")
 
 
-def _at_row(expr, m: _Match, pos, upto):
+def _at_row(expr, m: _Match, pos):
     """An expression inside a navigation or aggregate, at partition row `pos`."""
     if isinstance(expr, mr.Column):
         return _null(m.rows[pos].get(expr.name))
     if isinstance(expr, mr.Classifier):
-        return m.label(pos, upto)
+        return m.label(pos)
     if isinstance(expr, mr.MatchNumber):
         return m.mn
-    return _ops(expr, lambda e: _at_row(e, m, pos, upto))
+    return _ops(expr, lambda e: _at_row(e, m, pos))
 
 
 def evaluate(expr, m: _Match, cur: int):
@@ -180,7 +182,7 @@ def evaluate(expr, m: _Match, cur: int):
         rows = m.mapped(var, upto)
         if expr.arg is None:
             return len(rows)
-        values = [_at_row(expr.arg, m, p, upto) for p in rows]
+        values = [_at_row(expr.arg, m, p) for p in rows]
         known = [v for v in values if v is not None]
         if expr.func == "count":
             return len(known)
@@ -198,26 +200,26 @@ def _logical_row(nav, m, cur):
     upto = m.end if nav.running is False else cur
     rows = m.mapped(_var_of(nav.arg), upto)
     if nav.offset >= len(rows):
-        return None, upto
-    return (rows[nav.offset] if nav.func == "first" else rows[-1 - nav.offset]), upto
+        return None
+    return rows[nav.offset] if nav.func == "first" else rows[-1 - nav.offset]
 
 
 def _navigate(nav: mr.Nav, m: _Match, cur: int):
     if nav.func in ("first", "last"):
-        row, upto = _logical_row(nav, m, cur)
-        return None if row is None else _at_row(nav.arg, m, row, upto)
+        row = _logical_row(nav, m, cur)
+        return None if row is None else _at_row(nav.arg, m, row)
     if isinstance(nav.arg, mr.Nav):
-        base, upto = _logical_row(nav.arg, m, cur)
+        base = _logical_row(nav.arg, m, cur)
         inner = nav.arg.arg
     else:
         rows = m.mapped(_var_of(nav.arg), cur)
-        base, upto, inner = (rows[-1] if rows else None), cur, nav.arg
+        base, inner = (rows[-1] if rows else None), nav.arg
     if base is None:
         return None
     target = base - nav.offset if nav.func == "prev" else base + nav.offset
     if not 0 <= target < len(m.rows):
         return None
-    return _at_row(inner, m, target, upto)
+    return _at_row(inner, m, target)
 
 
 # ---- matching: backtracking in preferment order --------------------------------------------
@@ -333,7 +335,7 @@ def oracle_match_recognize(
     q = mr.parse_match_recognize(text)
     sets = {v: {v} for v in mr.pattern_variables(q.pattern)}
     sets.update({s.name: set(s.members) for s in q.subsets})
-    time_col = q.order_by[0].name
+    time_col = q.order_by[0].name if q.order_by else None  # None: the input's row order
     tie = q.order_by[1].name if len(q.order_by) > 1 else None
     window = _window(q, time_unit)
     columns = list(rows[0]) if rows else []
@@ -346,11 +348,11 @@ def oracle_match_recognize(
         parts.setdefault(key, []).append(r)
     out = []
     for key in sorted(parts, key=lambda k: [(v is not None, v) for v in k]):
-        part = sorted(
-            parts[key],
-            key=lambda r: (r[time_col], _tie_key(r, tie), r[id_col]),
-        )
-        out += _scan(q, part, [r[time_col] for r in part], window, sets, out_cols)
+        part = parts[key]  # without ORDER BY, in input order (and no WITHIN)
+        if time_col is not None:
+            part.sort(key=lambda r: (r[time_col], _tie_key(r, tie), r[id_col]))
+        ticks = [r[time_col] for r in part] if time_col is not None else None
+        out += _scan(q, part, ticks, window, sets, out_cols)
     return out
 
 

@@ -1,8 +1,9 @@
 """Hypothesis strategies: random FUNNEL queries, and random MATCH_RECOGNIZE queries over the columns of `streams()`
 (id, type, ts, v, k, seq): random patterns (quantifiers greedy and reluctant, alternation,
-PERMUTE, anchors, exclusion, empty patterns), DEFINE conditions that read the current row
-only and ones that read the match so far, MEASURES with RUNNING/FINAL, every ROWS PER
-MATCH and AFTER MATCH SKIP mode, SUBSET, PARTITION BY and WITHIN."""
+PERMUTE, anchors, exclusions nested too, empty patterns), DEFINE conditions that read the current row
+only and ones that read the match so far, MEASURES with RUNNING/FINAL, CLASSIFIER()
+navigated every way (PREV/NEXT/FIRST/LAST, RUNNING/FINAL) in MEASURES and DEFINE, every ROWS PER
+MATCH and AFTER MATCH SKIP mode, SUBSET, PARTITION BY, WITHIN, and no ORDER BY (input order)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ HISTORY = (
     "FIRST(CLASSIFIER()) = 'A'",
     "PREV(LAST(A.v), 1) < v",
     "COUNT(v) >= COUNT(*) - 1",
+    "NEXT(CLASSIFIER()) IS NULL",
+    "PREV(CLASSIFIER(U), 2) = 'C'",
+    "NEXT(FIRST(CLASSIFIER()), 1) = 'B'",
+    "LAST(CLASSIFIER(), 1) != 'A'",
+    "v IN (2, FIRST(A.v), NULL)",
+    "{x}.v NOT IN (1, PREV({x}.v))",
     "MAX(B.seq) = 3 OR LAST(C.v) > 2",
 )
 MEASURES = (
@@ -54,6 +61,14 @@ MEASURES = (
     "COUNT(C.*) AS nc",
     "FIRST(id, 1) AS second_id",
     "coalesce(B.v, -1) AS bv",
+    "NEXT(CLASSIFIER()) AS ncls",
+    "PREV(CLASSIFIER(), 2) AS pcls",
+    "NEXT(RUNNING FIRST(CLASSIFIER()), 2) AS nfcls",
+    "PREV(FINAL LAST(CLASSIFIER())) AS plcls",
+    "NEXT(FINAL LAST(CLASSIFIER())) AS nlcls",
+    "FINAL LAST(CLASSIFIER(), 1) AS flcls",
+    "NEXT(CLASSIFIER(U)) AS nucls",
+    "FIRST(CLASSIFIER(B)) AS fbcls",
 )
 
 
@@ -72,7 +87,10 @@ def patterns(draw, depth: int = 0) -> str:
         parts = draw(st.lists(st.sampled_from(VARS), min_size=2, max_size=3))
         text = "PERMUTE(" + ", ".join(parts) + ")"
     elif kind == 7:
-        text = "{- " + draw(patterns(depth=depth + 1)) + " -}"
+        inner = draw(patterns(depth=depth + 1))
+        if draw(st.booleans()):  # an exclusion inside an exclusion
+            inner = f"{draw(st.sampled_from(VARS))} {{- {inner} -}}"
+        text = "{- " + inner + " -}"
     elif kind == 8:
         text = draw(st.sampled_from(["^", "$", "()"]))
     else:
@@ -118,7 +136,11 @@ def mr_queries(draw, *, allow_runtime_errors: bool = True) -> str:
         text += "PARTITION BY k "
     elif rows == "ONE" and not measures:
         measures = ["MATCH_NUMBER() AS mno"]  # a row needs a column
-    text += "ORDER BY ts" + (", seq " if draw(st.integers(0, 3)) == 0 else " ")
+    within = draw(st.integers(1, 6)) if draw(st.integers(0, 2)) > 0 else None
+    orders = ["ts", "ts", "ts", "ts, seq"] + ([None] if within is None else [])
+    order = draw(st.sampled_from(orders))
+    if order:  # else the rows' input order (WITHIN needs a time)
+        text += f"ORDER BY {order} "
     if measures:
         text += "MEASURES " + ", ".join(measures) + " "
     text += {
@@ -130,8 +152,8 @@ def mr_queries(draw, *, allow_runtime_errors: bool = True) -> str:
     }[rows]
     text += f"AFTER MATCH SKIP {skip} "
     text += f"PATTERN ({pattern}) SUBSET U = (A, C) DEFINE " + ", ".join(defines) + ")"
-    if draw(st.integers(0, 2)) > 0:
-        text += f" WITHIN {draw(st.integers(1, 6))}"
+    if within is not None:
+        text += f" WITHIN {within}"
     return text
 
 

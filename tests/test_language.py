@@ -94,6 +94,10 @@ def test_comments_are_ignored():
         ("PATTERN SEQ(A a) WHERE a.v = 1 WHERE a.v = 2", 1, 32, "WHERE is given twice"),
         ("PATTERN SEQ(A a, B b[])", 1, 18, "marks a Kleene variable"),
         ("PATTERN SEQ(A a) WHERE a.v < a.k < 3", 1, 24, "only '=' can be chained"),
+        ("PATTERN SEQ(A a, B b) WHERE a.v > 1 WITHN 10 s", 1, 37, "did you mean WITHIN?"),
+        ("PATERN SEQ(A a) WITHIN 3", 1, 1, "did you mean PATTERN?"),
+        # the missing ')' belongs after '1' on line 2, not before WITHIN on line 3
+        ("PATTERN SEQ(A a, B b)\nWHERE (a.v > 1\nWITHIN 10 s", 2, 15, "a ')' is missing here"),
     ],
 )
 def test_syntax_errors_point_at_the_text(text, line, column, message):
@@ -226,3 +230,18 @@ def test_quoted_types_and_no_type_column():
 def test_string_function_errors(text, message):
     with pytest.raises(QueryError, match=re.escape(message)):
         analyze(text, {"ts": "int", "type": "string", "name": "string", "v": "int"})
+
+
+def test_syntax_errors_name_tokens_as_written_in_both_languages():
+    from sparkcep.language import match_recognize, parser
+
+    for grammar in (parser._lark(), match_recognize._lark()):
+        for terminal in grammar.terminals:
+            shown = parser._token_name(terminal.name, grammar)
+            if shown is None:
+                continue
+            if shown.startswith(("'", "a ")) or " or " in shown:
+                continue  # '^', '-}', a name, RUNNING or FINAL
+            # else keywords as written (WITHIN, NOT IN), never CIRCUMFLEX or EXCLUDE CLOSE
+            written = terminal.pattern.value.upper()
+            assert all(word in written for word in shown.split()), (terminal.name, shown)

@@ -11,11 +11,12 @@ import pytest
 from helpers import examples, normalize
 from hypothesis import HealthCheck, given, settings
 from mr_oracle import SkipFailure, oracle_match_recognize
-from mr_strategies import mr_queries
+from mr_strategies import mr_queries, patterns
 from strategies import events_frame, streams
 
 import sparkcep
 from sparkcep import QueryError, SparkcepError, match_recognize_local
+from sparkcep.language.match_recognize import parse_match_recognize, pattern_text
 
 
 def engine_rows(frame: pd.DataFrame, text: str) -> tuple[list[str], Counter]:
@@ -100,6 +101,106 @@ def test_trino_v_shape_all_rows_with_an_exclusion():
         [2, 1, None, None],
         [2, 4, 40, 60],
     ]
+
+
+PRICES = pd.DataFrame({"id": range(5), "ts": range(5), "price": [100, 95, 90, 96, 99]})
+FALL_RISE = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}
+     ALL ROWS PER MATCH PATTERN ({pattern})
+     DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
+
+
+def test_rows_of_a_nested_exclusion_are_excluded():
+    # A=100, B=95 90, C=96 99: every row but A's is inside the outer exclusion.
+    text = FALL_RISE.format(measures="CLASSIFIER() AS c", pattern="A {- {- B+ -} C+ -}")
+    assert plain(match_recognize_local(PRICES, text), ["ts", "c"]) == [[0, "A"]]
+    assert [r["ts"] for r in oracle_match_recognize(PRICES.to_dict("records"), text)] == [0]
+    text = FALL_RISE.format(measures="CLASSIFIER() AS c", pattern="A {- B+ {- C -} -} C")
+    assert plain(match_recognize_local(PRICES, text), ["ts", "c"]) == [[0, "A"], [4, "C"]]
+
+
+def test_classifier_navigated_past_the_current_row():
+    # labels A B B C C; NEXT reads the next row's label within the match, null past it.
+    measures = (
+        "NEXT(CLASSIFIER()) AS n, PREV(CLASSIFIER(), 2) AS p2, "
+        "NEXT(FIRST(CLASSIFIER()), 3) AS nf, PREV(FINAL LAST(CLASSIFIER())) AS pl, "
+        "NEXT(FINAL LAST(CLASSIFIER())) AS nl, NEXT(CLASSIFIER(B)) AS nb"
+    )
+    text = FALL_RISE.format(measures=measures, pattern="A B+ C+")
+    want = [
+        ["B", None, "C", "C", None, None],
+        ["B", None, "C", "C", None, "B"],
+        ["C", "A", "C", "C", None, "C"],
+        ["C", "B", "C", "C", None, "C"],
+        [None, "B", "C", "C", None, "C"],
+    ]
+    cols = ["n", "p2", "nf", "pl", "nl", "nb"]
+    assert plain(match_recognize_local(PRICES, text), cols) == want
+    oracle = oracle_match_recognize(PRICES.to_dict("records"), text)
+    assert [[r[c] for c in cols] for r in oracle] == want
+    # ONE ROW PER MATCH: at the last row; DEFINE: the next row has no label yet.
+    one = text.replace("ALL ROWS PER MATCH", "ONE ROW PER MATCH")
+    assert plain(match_recognize_local(PRICES, one), cols) == [want[-1]]
+    define = FALL_RISE.format(measures="COUNT(*) AS n", pattern="A B+ C+").replace(
+        "C AS C.price", "C AS NEXT(CLASSIFIER()) IS NULL AND C.price"
+    )
+    assert plain(match_recognize_local(PRICES, define), ["n"]) == [[1], [2], [3], [4], [5]]
+
+
+def test_in_lists_take_expressions():
+    # IN (300, LAST(A.value)) is x = 300 OR x = LAST(A.value): B is 300 or repeats A.
+    frame = pd.DataFrame({"id": range(6), "ts": range(6), "value": [100, 300, 7, 7, 5, 6]})
+    text = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+         MEASURES FIRST(A.value) AS a, LAST(B.value) AS b
+         PATTERN (A B) DEFINE B AS B.value {op} (300, LAST(A.value)))"""
+    assert plain(match_recognize_local(frame, text.format(op="IN")), ["a", "b"]) == [
+        [7, 7],
+        [100, 300],
+    ]
+    # NOT IN: 0-1 fail (300); 1-2 match (7), then 3-4 (5); rows sorted by the measures.
+    assert plain(match_recognize_local(frame, text.format(op="NOT IN")), ["a", "b"]) == [
+        [7, 5],
+        [300, 7],
+    ]
+
+
+def test_equal_times_are_in_sequence_and_no_tie_warning_says_otherwise():
+    # three rows at ts 1: matched in row order (A then B), not "never in sequence"
+    frame = pd.DataFrame({"ts": [1, 1, 1], "v": [1, 2, 3]})
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a, B.v AS b "
+        "PATTERN (A B) DEFINE B AS B.v > A.v)"
+    )
+    result = sparkcep.run_local(frame, text)
+    assert plain(result.matches, ["a", "b"]) == [[1, 2]]
+    assert not any("never in sequence" in w for w in result.warnings), result.warnings
+    described = sparkcep.explain(text, frame)
+    assert "never in sequence" not in described
+    assert "ts, then the row number in the input: rows with equal values are in sequence" in (
+        " ".join(described.split())
+    )
+
+
+NO_ORDER = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k
+     MEASURES FIRST(A.price) AS top, LAST(B.price) AS low, LAST(C.price) AS back
+     PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))"""
+
+
+def test_without_order_by_rows_are_matched_in_input_order():
+    # ts runs backwards: in input order 9 7 5 8 is a V (ts order would read 8 5 7 9)
+    frame = pd.DataFrame({"k": 1, "ts": [4, 3, 2, 1], "price": [9, 7, 5, 8]})
+    result = sparkcep.run_local(frame, NO_ORDER, time_col="__order")
+    assert plain(result.matches, ["top", "low", "back"]) == [[9, 5, 8]]
+    assert any(
+        "no ORDER BY: rows are matched in the order of the input" in w for w in result.warnings
+    )
+    assert plain(match_recognize_local(frame, NO_ORDER), ["top", "low", "back"]) == [[9, 5, 8]]
+    assert "no ORDER BY: the input's row order" in sparkcep.explain(NO_ORDER, frame)
+
+
+def test_match_number_cannot_be_navigated():
+    text = FALL_RISE.format(measures="PREV(MATCH_NUMBER()) AS m", pattern="A B+ C+")
+    with pytest.raises(QueryError, match="MATCH_NUMBER"):
+        match_recognize_local(PRICES, text)
 
 
 ACME = pd.DataFrame(
@@ -200,6 +301,48 @@ def test_empty_matches_and_unmatched_rows():
 HEAD = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(pattern=patterns())
+def test_a_printed_pattern_parses_back_to_the_same_pattern(pattern):
+    def parsed(text: str):
+        return parse_match_recognize(f"{HEAD}PATTERN ({text}) DEFINE A AS true)").pattern
+
+    original = parsed(pattern)
+    assert parsed(pattern_text(original)) == original, pattern_text(original)
+
+
+def test_explain_keeps_the_groups_of_a_pattern():
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+        "PATTERN (ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL) DEFINE ADM AS v > 0)"
+    )
+    frame = pd.DataFrame({"k": [1], "ts": [1], "v": [1]})
+    assert "ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL" in sparkcep.explain(text, frame)
+
+
+def test_syntax_errors_speak_the_users_words():
+    def error(text: str) -> QueryError:
+        with pytest.raises(QueryError) as info:
+            parse_match_recognize(text)
+        return info.value
+
+    # terminals as written ('-}', '^'), never grammar names (EXCLUDE CLOSE, CIRCUMFLEX)
+    found = error(HEAD + "PATTERN (A {- B ) DEFINE A AS v > 1)")
+    assert "(expected '-}')" in found.message and found.column == 62
+    found = error(HEAD + "PATTERN (A B) DEFINE A AS v > 1) WITHN 10 s")
+    assert found.message == "unexpected 'WITHN': did you mean WITHIN?" and found.column == 79
+    # a clause keyword inside PATTERN (...): the ')' is missing at the end of line 2
+    found = error(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\n  PATTERN (A B\n  DEFINE A AS v > 1)"
+    )
+    assert "a ')' is missing here" in found.message and (found.line, found.column) == (2, 15)
+    found = error(HEAD + "PATTERN (A B) DEFINE A AS v > 1")
+    assert "to close the '(' of line 1, column 33" in found.message and found.column == 77
+    for text in ("^", "$", "|", "+"):
+        found = error(HEAD + f"PATTERN (A {text}) DEFINE A AS v > 1 ,)")
+        assert not any(w in found.message for w in ("CIRCUMFLEX", "DOLLAR", "VBAR", "PLUS"))
+
+
 @pytest.mark.parametrize(
     ("query", "message", "column"),
     [
@@ -246,7 +389,11 @@ HEAD = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
             "DESC",
             43,
         ),
-        ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS v > 1)", "needs ORDER BY", 1),
+        (
+            "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS v > 1) WITHIN 3",
+            "WITHIN needs ORDER BY",
+            72,
+        ),
     ],
 )
 def test_errors_point_at_line_and_column(query, message, column):
@@ -337,6 +484,16 @@ SPARK_QUERIES = [
     "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t, tx MEASURES COUNT(*) AS n "
     "PATTERN (A{2,}) DEFINE A AS price >= 4) WITHIN 9",
 ]
+
+
+@pytest.mark.spark
+def test_spark_without_order_by_uses_the_dataframes_order(spark):
+    pdf = random_trades().sample(frac=1.0, random_state=5).reset_index(drop=True)
+    pdf = pdf.rename(columns={"sym": "k"})  # rows out of time order: only input order counts
+    local = match_recognize_local(pdf, NO_ORDER)
+    assert len(local) > 0
+    got = sparkcep.match_recognize(spark.createDataFrame(pdf), NO_ORDER).toPandas()
+    assert plain(got, list(got.columns)) == plain(local, list(local.columns))
 
 
 @pytest.mark.spark

@@ -12,6 +12,7 @@ from sparkcep.schema import Kind, kind_of_pandas
 from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
+ORDER_COL = "__order"  # the input's row order as the time (MATCH_RECOGNIZE without ORDER BY)
 REASON = "reason"
 CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
@@ -43,16 +44,19 @@ def split_valid(
 
     A row is rejected when its time is missing or is neither an integer nor a timestamp,
     or its type is missing (`type_col` None: the queries name no type, and none is read).
-    Row numbers are kept in the ROW column.
+    Row numbers are kept in the ROW column (and are the time when `time_col` is
+    ORDER_COL: MATCH_RECOGNIZE without ORDER BY).
     """
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col is not None and col not in frame.columns:
+        if col is not None and col not in frame.columns and col != ORDER_COL:
             raise DataError(
                 f"the {role} column '{col}' is not in the input "
                 f"(columns: {', '.join(map(str, frame.columns))})"
             )
     frame = frame.copy()
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
+    if time_col == ORDER_COL:
+        frame[ORDER_COL] = frame[ROW]
     reason = pd.Series(None, index=frame.index, dtype=object)
     time, bad_time, out_of_range = _parse_time(frame[time_col])
     missing_time = frame[time_col].isna().to_numpy()

@@ -33,8 +33,11 @@ from sparkcep.language.parser import (
     UNITS,
     _check_depth,
     _literal_number,
+    _missing_paren,
+    _offset_span,
     _span,
     _syntax_error,
+    _tokens_before,
     _too_deep,
 )
 from sparkcep.language.parser import _number as _sized_number
@@ -90,25 +93,36 @@ class Permute(PatternNode):
 
 
 def pattern_text(node: PatternNode) -> str:
-    """A pattern as it would be written."""
+    """A pattern as it would be written: it parses back to the same pattern (a group
+    keeps its parentheses inside a concatenation, an alternation or a quantifier).
+
+    >>> q = parse_match_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+    ...     "PATTERN (ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL) DEFINE ADM AS true)")
+    >>> pattern_text(q.pattern)
+    'ADM Z*? (CRP Z*? LAC | LAC Z*? CRP) Z*? REL'
+    """
     if isinstance(node, PVar):
         return node.name
     if isinstance(node, Anchor):
         return node.kind
     if isinstance(node, Concat):
-        return " ".join(pattern_text(i) for i in node.items) if node.items else "()"
+        return " ".join(_grouped(i, Concat | Alt) for i in node.items) if node.items else "()"
     if isinstance(node, Alt):
-        return " | ".join(pattern_text(i) for i in node.items)
+        return " | ".join(_grouped(i, Alt) for i in node.items)
     if isinstance(node, Exclude):
         return "{- " + pattern_text(node.node) + " -}"
     if isinstance(node, Permute):
         return "PERMUTE(" + ", ".join(pattern_text(i) for i in node.items) + ")"
     if isinstance(node, Quant):
-        inner = pattern_text(node.node)
-        if not isinstance(node.node, PVar | Anchor | Exclude | Permute):
-            inner = f"({inner})"
-        return inner + _quantifier_text(node)
+        return _grouped(node.node, Concat | Alt | Quant) + _quantifier_text(node)
     raise TypeError(node)
+
+
+def _grouped(node: PatternNode, kinds) -> str:
+    """A part of a larger pattern, in parentheses when it is of `kinds` (those that would
+    otherwise merge into the larger one or bind differently)."""
+    text = pattern_text(node)
+    return f"({text})" if isinstance(node, kinds) and text != "()" else text
 
 
 def _quantifier_text(q: Quant) -> str:
@@ -343,7 +357,7 @@ def parse_match_recognize(text: str) -> MrQuery:
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as error:
-        raise _syntax_error(text, error) from None
+        raise _unclosed_pattern(text) or _syntax_error(text, error, _lark()) from None
     _check_depth(tree, text)  # the limits of language/parser.py: no RecursionError
     try:
         query = _ToMr(text).transform(tree)
@@ -354,6 +368,27 @@ def parse_match_recognize(text: str) -> MrQuery:
         raise
     _check_expr_depth(query, text)
     return query
+
+
+def _unclosed_pattern(text: str) -> QueryError | None:
+    """`PATTERN (A B DEFINE ...`: inside a pattern every word is a variable, so the
+    parser fails only at the end; a clause keyword inside PATTERN's parentheses shows
+    where its ')' is missing."""
+    tokens = _tokens_before(text, len(text))
+    words = [text[a:b].upper() for a, b in tokens]
+    for i in range(len(tokens) - 1):
+        if words[i] == "PATTERN" and words[i + 1] == "(":
+            depth = 0
+            for j in range(i + 1, len(tokens)):
+                depth += {"(": 1, ")": -1}.get(words[j], 0)
+                if depth == 0:
+                    return None
+                if words[j] in ("SUBSET", "DEFINE", "WITHIN") and j > i + 2:
+                    return _missing_paren(
+                        text, _offset_span(text, *tokens[j]), tokens[j][0],
+                        f"{words[j]} cannot be inside PATTERN (...)",
+                    )  # fmt: skip
+    return None
 
 
 def _check_expr_depth(query: MrQuery, text: str) -> None:
@@ -632,10 +667,10 @@ class _ToMr(Transformer):
         return ast.BinOp(op, left, right, span=_span(meta))
 
     def in_list(self, meta, children):
-        return ast.InList(children[0], tuple(children[1:]), False, span=_span(meta))
+        return _in_list(children[0], tuple(children[1:]), False, _span(meta))
 
     def not_in_list(self, meta, children):
-        return ast.InList(children[0], tuple(children[2:]), True, span=_span(meta))
+        return _in_list(children[0], tuple(children[2:]), True, _span(meta))
 
     def between(self, meta, children):
         value, low, high = children
@@ -747,9 +782,6 @@ class _ToMr(Transformer):
     def number(self, meta, children):
         return ast.Literal(_literal_number(children[0], self.text), span=_span(meta))
 
-    def negative_number(self, meta, children):
-        return ast.Literal(-_literal_number(children[0], self.text), span=_span(meta))
-
     def string(self, meta, children):
         return ast.Literal(str(children[0])[1:-1].replace("''", "'"), span=_span(meta))
 
@@ -761,6 +793,18 @@ class _ToMr(Transformer):
 
     def null(self, meta, children):
         return ast.Literal(None, span=_span(meta))
+
+
+def _in_list(operand, values, negated: bool, span) -> ast.Expr:
+    """`x IN (...)`: a list of literals stays one test (computed for every row at once);
+    with expressions (`IN (300, LAST(A.v))`) it is what the standard defines it as,
+    `x = a OR x = b ...` (NOT IN: the negation), with SQL's null logic."""
+    if all(isinstance(v, ast.Literal) for v in values):
+        return ast.InList(operand, values, negated, span=span)
+    test = ast.BinOp("=", operand, values[0], span=span)
+    for value in values[1:]:
+        test = ast.BinOp("or", test, ast.BinOp("=", operand, value, span=span), span=span)
+    return ast.Not(test, span=span) if negated else test
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.resources import files
@@ -556,31 +557,51 @@ def _columns(expr: ast.Expr) -> ast.Expr:
     return expr
 
 
+# What a user writes for the terminals that are not one fixed text (those show as written).
 _TOKEN_NAMES = {
     "$END": "the end of the query",
     "NAME": "a name",
+    "QUOTED_NAME": "a quoted name",
     "NUMBER": "a number",
     "STRING": "a string",
     "COMPARE": "a comparison",
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "COMMA": "','",
-    "SEMICOLON": "';'",
-    "COLON": "':'",
-    "DOT": "'.'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*', '/' or '%'",
+    "SEMANTICS": "RUNNING or FINAL",
+    "NOT_IN": "NOT IN",
+    "NOT_LIKE": "NOT LIKE",
 }
+_KEYWORD = re.compile(r"[A-Za-z_]+(\\b)?")
 
 
-def _describe_expected(expected: set[str]) -> str:
-    names = set()
-    for name in expected:
-        if name.startswith("__ANON") or name in ("WS", "COMMENT"):
-            continue
-        names.add(_TOKEN_NAMES.get(name, name.upper().replace("_", " ")))
+def _token_name(name: str, parser: Lark) -> str | None:
+    """A terminal as the user writes it: '^', '-}', WITHIN, a name (None: not shown)."""
+    if name in _TOKEN_NAMES:
+        return _TOKEN_NAMES[name]
+    found = _terminals(parser).get(name)
+    if found is None or name in ("WS", "COMMENT"):
+        return None
+    pattern = found.pattern
+    if pattern.type == "str":
+        return pattern.value.upper() if pattern.value.isidentifier() else f"'{pattern.value}'"
+    if _KEYWORD.fullmatch(pattern.value):
+        return pattern.value.removesuffix("\\b").upper()
+    return None if name.startswith("__") else name.lower().replace("_", " ")
+
+
+@cache
+def _terminals(parser: Lark) -> dict:
+    return {t.name: t for t in parser.terminals}
+
+
+def _keywords(parser: Lark) -> list[str]:
+    """Every keyword of the grammar (SELECT, WITHIN, ...), upper case."""
+    names = (_token_name(t, parser) for t in _terminals(parser))
+    return sorted({n for n in names if n and n.replace("_", "").isalpha() and n.isupper()})
+
+
+def _describe_expected(expected: set[str], parser: Lark) -> str:
+    names = {n for n in (_token_name(t, parser) for t in expected) if n}
     if not names:
         return ""
     listed = sorted(names)
@@ -589,25 +610,113 @@ def _describe_expected(expected: set[str]) -> str:
     return " (expected " + ", ".join(listed) + ")"
 
 
-def _syntax_error(text: str, error: UnexpectedInput) -> QueryError:
+def _near_miss(word: str, keywords, cutoff: float = 0.75) -> str | None:
+    """The keyword a mistyped word most likely is (WITHN: WITHIN)."""
+    import difflib
+
+    if not word.replace("_", "").isalpha() or word.upper() in keywords:
+        return None
+    found = difflib.get_close_matches(word.upper(), keywords, n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
+_SKIPPED = re.compile(r"\s+|--[^\n]*|//[^\n]*|/\*.*?\*/", re.S)
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"[^\"]*\"|`[^`]*`")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens_before(text: str, end: int) -> list[tuple[int, int]]:
+    """(start, end) of each token before offset `end`: words, quoted texts and single
+    characters; whitespace and comments skipped."""
+    out, pos = [], 0
+    while pos < end:
+        for pattern in (_SKIPPED, _QUOTED, _WORD):
+            found = pattern.match(text, pos)
+            if found:
+                if pattern is not _SKIPPED:
+                    out.append((pos, found.end()))
+                pos = found.end()
+                break
+        else:
+            out.append((pos, pos + 1))
+            pos += 1
+    return out
+
+
+def _offset_span(text: str, start: int, end: int) -> ast.Span:
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    return ast.Span(line, column, line, column + max(end - start, 1))
+
+
+def _unclosed(text: str, end: int) -> int | None:
+    """The offset of the innermost '(' before `end` that is not closed before it."""
+    opened = []
+    for a, b in _tokens_before(text, end):
+        if text[a:b] == "(":
+            opened.append(a)
+        elif text[a:b] == ")" and opened:
+            opened.pop()
+    return opened[-1] if opened else None
+
+
+def _missing_paren(text: str, span: ast.Span, at: int, what: str) -> QueryError:
+    """A ')' is missing right after the token before offset `at` (`what` cannot follow)."""
+    before = _tokens_before(text, at)
+    here = _offset_span(text, before[-1][1], before[-1][1]) if before else span
+    opened = _unclosed(text, at)
+    where = ""
+    if opened is not None:
+        o = _offset_span(text, opened, opened + 1)
+        where = f" to close the '(' of line {o.line}, column {o.column}"
+    return QueryError(f"a ')' is missing here{where} ({what})", text, here)
+
+
+def _syntax_error(text: str, error: UnexpectedInput, parser: Lark | None = None) -> QueryError:
+    """A syntax error in the user's words: what was found, what may come there (as
+    written: '^', '-}', WITHIN), a keyword a mistyped word most likely is, and where a
+    missing ')' belongs when that is the likely cause."""
+    parser = parser or _lark()
     line, column = error.line, error.column
+    expected = set(getattr(error, "expected", set()) or set())
     if isinstance(error, UnexpectedEOF) or (
         isinstance(error, UnexpectedToken) and error.token.type == "$END"
     ):
         lines = text.rstrip().splitlines() or [""]
         line, column = len(lines), len(lines[-1]) + 1
-        expected = getattr(error, "expected", set()) or set()
+        if "RPAR" in expected and _unclosed(text, len(text)) is not None:
+            span = ast.Span(line, column, line, column + 1)
+            return _missing_paren(text, span, len(text.rstrip()), "the query ends")
         return QueryError(
-            "the query ends too early" + _describe_expected(set(expected)),
+            "the query ends too early" + _describe_expected(expected, parser),
             text,
             ast.Span(line, column, line, column + 1),
         )
     if isinstance(error, UnexpectedToken):
         token = error.token
         span = _span(token)
-        return QueryError(
-            f"unexpected '{token}'" + _describe_expected(set(error.expected)), text, span
-        )
+        listed = _describe_expected(expected, parser)
+        before = _tokens_before(text, token.start_pos)
+        keywords = _keywords(parser)
+        allowed = [k for k in keywords if k in {_token_name(t, parser) for t in expected}]
+        guess = _near_miss(str(token), allowed)  # a keyword that may come here
+        if guess:
+            return QueryError(f"unexpected '{token}': did you mean {guess}?", text, span)
+        if "RPAR" in expected and before:
+            previous_line = text.count("\n", 0, before[-1][1]) + 1
+            if previous_line < token.line:  # the ')' belongs at the end of an earlier line
+                return _missing_paren(
+                    text, span, token.start_pos, f"'{token}' on line {token.line} cannot come here"
+                )
+        if before and text[before[-1][0] : before[-1][1]].isidentifier():
+            a, b = before[-1]  # a mistyped keyword taken for a name (an alias, a variable)
+            guess = _near_miss(text[a:b], keywords, cutoff=0.88)
+            if guess:
+                word = text[a:b]
+                return QueryError(
+                    f"unexpected '{word}': did you mean {guess}?", text, _offset_span(text, a, b)
+                )
+        return QueryError(f"unexpected '{token}'" + listed, text, span)
     if isinstance(error, UnexpectedCharacters):
         char = text[error.pos_in_stream] if error.pos_in_stream < len(text) else "?"
         return QueryError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.errors import QueryError
+from sparkcep.inputs import ORDER_COL
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
 from sparkcep.language.forms import is_match_recognize
@@ -72,15 +73,22 @@ class MatchRecognizeSpec:
         return frozenset(self.subsets.get(var, (var,)))
 
 
+NO_ORDER_BY = (
+    "no ORDER BY: rows are matched in the order of the input (a file's row order; a Spark "
+    "DataFrame's as Spark gives it, which only an ORDER BY makes certain)"
+)
+
+
 def query_options(text, options: Options) -> Options:
     """The options a query text needs: for MATCH_RECOGNIZE, the time column and tie-break
-    come from ORDER BY and rows have no type column; other texts keep `options`."""
+    come from ORDER BY (without one, the input's row order: ORDER_COL, which the runners
+    add) and rows have no type column; other texts keep `options`."""
     if not isinstance(text, str) or not is_match_recognize(text):
         return options
     query = mr.parse_match_recognize(text)
     order = query.order_by
     if not order:
-        return replace(options, type_col=None)
+        return replace(options, time_col=ORDER_COL, tiebreak=None, type_col=None)
     tiebreak = order[1].name if len(order) > 1 else options.tiebreak
     return replace(options, time_col=order[0].name, tiebreak=tiebreak, type_col=None)
 
@@ -181,7 +189,7 @@ class _MrAnalyzer:
             return
         opts = self.options
         for role, col in (("time", opts.time_col), ("id", opts.id_col)):
-            if col is not None and col not in self.schema:
+            if col is not None and col != ORDER_COL and col not in self.schema:
                 raise QueryError(
                     f"the {role} column '{col}' is not in the input "
                     f"(columns: {', '.join(self.schema)})"
@@ -200,11 +208,22 @@ class _MrAnalyzer:
     def _order(self) -> tuple[str, str | None]:
         q, opts = self.q, self.options
         if not q.order_by:
-            raise self.error(
-                "MATCH_RECOGNIZE needs ORDER BY: the time column first (integers or "
-                "timestamps), then optionally one column that orders equal times",
-                q.span,
-            )
+            if q.within is not None:
+                raise self.error(
+                    "WITHIN needs ORDER BY: the time column first (integers or timestamps), "
+                    "then optionally one column that orders equal times",
+                    q.within.span,
+                )
+            if opts.time_col != ORDER_COL:
+                raise self.error(
+                    f"no ORDER BY: rows are matched in input order, not by the time column "
+                    f"'{opts.time_col}' of this run: add ORDER BY {opts.time_col}, or run the "
+                    "query with sparkcep.match_recognize(_local) or 'sparkcep run', which take "
+                    "the order from the query",
+                    q.span,
+                )
+            self.warnings.append(NO_ORDER_BY)
+            return ORDER_COL, None
         for item in q.order_by:
             if item.descending:
                 raise self.error(
@@ -349,7 +368,7 @@ class _MrAnalyzer:
         q = self.q
         cols: list[MrColumn] = [MrColumn(p, "partition", p, like=p) for p in q.partition_by]
         if q.rows == "all":
-            order = [c for c in (time_col, tiebreak) if c and c not in q.partition_by]
+            order = [c for c in (time_col, tiebreak) if c and c not in (*q.partition_by, ORDER_COL)]
             cols += [MrColumn(c, "order", c, like=c) for c in dict.fromkeys(order)]
         names = {c.name for c in cols}
         for m in measures:
@@ -362,7 +381,7 @@ class _MrAnalyzer:
             cols.append(MrColumn(m.name, "measure", m.name, m.kind, m.like))
         if q.rows == "all":
             for c in self.schema or {}:
-                if c not in names:
+                if c not in names and c != ORDER_COL:
                     cols.append(MrColumn(c, "input", c, like=c))
                     names.add(c)
         if q.select is None:

@@ -23,6 +23,7 @@ from sparkcep.engines.base import (
 )
 from sparkcep.inputs import (
     CORRUPT,
+    ORDER_COL,
     READ_REASON,
     REASON,
     ROW,
@@ -87,6 +88,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
         warnings_.append(tie_warning(tied))
     if options.type_col in valid.columns:
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
+    rejected = rejected.drop(columns=[ORDER_COL], errors="ignore")  # not the user's
     # Without an id column, a rejected row keeps its row number (ROW), as through Spark.
     if options.id_col is not None:
         rejected = rejected.drop(columns=[ROW])

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
-from sparkcep.inputs import REASON, ROW, duplicate_warning, text_warning
+from sparkcep.inputs import ORDER_COL, REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
@@ -111,6 +111,8 @@ def execute(
     `head` (a CSV input's first cells by column: `spark_files.SparkInput.head`) lets the
     checking pass read the input once (`spark_once`); the run's `checked.release()`
     then drops the rows Spark keeps for it."""
+    if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
+        df = df.withColumn(ORDER_COL, F.monotonically_increasing_id())
     roles = {
         "time_col": options.time_col,
         "type_col": type_column(df.columns, queries, options),
@@ -162,8 +164,11 @@ def matched(
     for other in outs[1:]:
         rows = rows.unionByName(other, allowMissingColumns=True)
     order = [QUERY] if len(programs) > 1 else list(programs[0].order)
+    rejected = checked.rejected  # None: checked in the driver (its rows: rejected_rows)
+    if rejected is not None:
+        rejected = rejected.drop(ORDER_COL)  # the run's own column, not the user's
     return SparkRun(
-        plans, rows, checked.rejected, checked, parts, "; ".join(texts), order,
+        plans, rows, rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
 

@@ -11,7 +11,15 @@ from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT, REPLACEMENT
-from sparkcep.inputs import MOSTLY_NUMBERS, NULL_TOKENS, NUMERIC_SHARE, OUT_OF_RANGE, REASON, ROW
+from sparkcep.inputs import (
+    MOSTLY_NUMBERS,
+    NULL_TOKENS,
+    NUMERIC_SHARE,
+    ORDER_COL,
+    OUT_OF_RANGE,
+    REASON,
+    ROW,
+)
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
 from sparkcep.timeunits import TIME_LIMIT
@@ -242,10 +250,10 @@ def check_rows(
 
 def check_columns(columns: list[str], time_col: str, type_col: str | None, id_col: str | None):
     """The time, type and id columns must be in the input (whose columns are named
-    without the reader's own, CORRUPT)."""
+    without the reader's own, CORRUPT; ORDER_COL, the row order, the run adds)."""
     named = [c for c in columns if c != CORRUPT]
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
-        if col is not None and col not in named:
+        if col is not None and col not in named and col != ORDER_COL:
             raise DataError(
                 f"the {role} column '{col}' is not in the input (columns: {', '.join(named)})"
             )

@@ -42,7 +42,7 @@ from sparkcep.engines.base import Program, compile_jobs
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
-from sparkcep.inputs import CORRUPT, OUT_OF_RANGE, REASON
+from sparkcep.inputs import CORRUPT, ORDER_COL, OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.prep.table import MASK, TICKS
@@ -234,6 +234,11 @@ def _check_columns(columns: list[str], queries, options: Options) -> str | None:
     if options.id_col is None:
         raise SparkcepError(
             "a stream has no row numbers: give the id column of the events (--id COL)"
+        )
+    if options.time_col == ORDER_COL:
+        raise SparkcepError(
+            "a stream has no row order of its own: give MATCH_RECOGNIZE an ORDER BY (its time "
+            "column)"
         )
     type_col = type_column(columns, queries, options)
     check_columns(columns, options.time_col, type_col, options.id_col)

@@ -188,7 +188,9 @@ class MatchView:
         return pos, self.labels[pos - self.start]
 
     def label_at(self, pos: int, upto: int):
-        if self.start <= pos <= min(upto, self.end):
+        # A row's label is its variable in the match, also past the current row (running
+        # semantics bound which rows FIRST/LAST see, not what a row was mapped to).
+        if self.start <= pos <= self.end:
             return self.labels[pos - self.start]
         return None
 

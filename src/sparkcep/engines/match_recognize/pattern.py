@@ -1,7 +1,7 @@
 """A row pattern compiled into a program for a Pike virtual machine, as Trino compiles it.
 
 Instructions: LABEL v (consume one row mapped to v), SPLIT a b (try a, then b: the order is
-the preferment), JUMP t, SAVE (an exclusion boundary), START (^), END ($), DONE. A bounded
+the preferment), JUMP t, SAVE (a boundary of an outermost exclusion), START (^), END ($), DONE. A bounded
 quantifier {n,m} is unrolled into n copies and m - n optional ones; an unbounded one loops
 back to its last copy. Alternation puts the left branch first; PERMUTE is the alternation
 of the permutations in lexicographic order; a greedy quantifier prefers one more
@@ -45,6 +45,7 @@ class RowPatternProgram:
         self.op: list[int] = []
         self.a: list[int] = []
         self.b: list[int] = []
+        self._excluding = False  # compiling inside an exclusion
         self._compile(pattern)
         self._emit(DONE)
         self._closures: dict[tuple[int, bool, bool | None], tuple] = {}
@@ -90,9 +91,14 @@ class RowPatternProgram:
             order = permutations(range(len(node.items)))  # lexicographic
             self._alternation([[node.items[i] for i in p] for p in order])
         elif isinstance(node, mr.Exclude):
+            if self._excluding:  # the outer exclusion covers it: bounds come in pairs
+                self._compile(node.node)
+                return
+            self._excluding = True
             self._emit(SAVE)
             self._compile(node.node)
             self._emit(SAVE)
+            self._excluding = False
         elif isinstance(node, mr.Quant):
             if node.max is None:
                 self._loop(node.node, node.min, node.greedy)

@@ -26,6 +26,7 @@ from sparkcep.engines.match_recognize.rows import EMPTY, MATCH, UNMATCHED, RowCo
 from sparkcep.engines.state import state_class
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import column_vec
+from sparkcep.inputs import ORDER_COL, ROW
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
 from sparkcep.plan.match_recognize import rangeable
@@ -68,6 +69,11 @@ class MrProgram(Program):
             else:
                 cols.append(OutputColumn(c.name, c.kind, like=c.like or c.ref))
         self._output = tuple(cols)
+
+    def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
+        """None that matter: rows with equal times are ordered by the row id and matched
+        in sequence (explain says so), unlike a native pattern's events."""
+        return 0
 
     # ---- what the program needs and gives
     @property
@@ -336,7 +342,14 @@ def explain_lines(program: MrProgram) -> list[tuple[str, str]]:
     if spec.partition:
         lines.append(("partition", ", ".join(spec.partition) + ": each matched on its own"))
     order = [program.options.time_col, *([plan.tiebreak] if plan.tiebreak else [])]
-    lines.append(("order", ", ".join(order) + ", then the row id for equal values"))
+    id_col = program.options.id_col
+    row_id = "the row number in the input" if id_col in (None, ROW) else f"the id column {id_col}"
+    if order == [ORDER_COL]:
+        lines.append(("order", "no ORDER BY: the input's row order"))
+    else:
+        lines.append(
+            ("order", ", ".join(order) + f", then {row_id}: rows with equal values are in sequence")
+        )
     if plan.window is not None:
         lines.append(("window", f"{plan.window} (last - first < {plan.window}, in ticks)"))
     lines.append(("rows", ROWS_WORDS[(spec.rows, spec.empty)]))
