@@ -65,6 +65,8 @@ def assert_same(got: dict, expected: dict, what: str):
     for sig, (start, end, conf) in expected.items():
         g_start, g_end, g_conf = got[sig]
         assert (g_start, g_end) == (start, end), f"{what}: range of {sig}"
+        assert 0 < g_conf <= 1, f"{what}: confidence of {sig}: {g_conf}"
+        assert (g_conf == 1) == (conf == 1), f"{what}: certainty of {sig}: {g_conf} vs {conf}"
         assert abs(g_conf - float(conf)) <= 1e-12, (
             f"{what}: confidence of {sig}: {g_conf} != {conf}"
         )
@@ -211,6 +213,25 @@ def test_point_time_queries_keep_the_nfa_engine():
     assert choose(analyze("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts WITHIN 5")).name == (
         "imprecise"
     )
+
+
+@pytest.mark.parametrize("strategy", ["SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH"])
+def test_a_certain_match_has_confidence_exactly_one(strategy):
+    """Intervals of 9 points (probability 1/9 each) in order and inside the window: every
+    possible world gives the match, so its confidence is 1, not a float sum above it; a
+    pmf that sums to 1 within the accepted rounding counts as a pmf."""
+    frame = pd.DataFrame({"id": [0, 1, 2, 3], "type": list("ABCD"), "ts": [0, 12, 24, 36]})
+    query = (
+        f"PATTERN SEQ(A a, B b, C c, D d) STRATEGY {strategy} TIME BETWEEN ts - 4 AND ts + 4 "
+        "WITHIN 80"
+    )
+    for algorithm in ALGORITHMS:
+        out = match_local(frame, query, id_col="id", algorithm=algorithm)
+        assert out["confidence"].tolist() == [1.0], algorithm
+    frame["pmf"] = [[0.5 + 4e-10, 0.5]] * 4
+    query = query.replace("ts - 4 AND ts + 4", "ts AND ts + 1")
+    out = match_local(frame, query, id_col="id", pmf_col="pmf")
+    assert out["confidence"].tolist() == [1.0]
 
 
 def test_zero_width_intervals_equal_the_nfa_with_confidence_one():
@@ -497,6 +518,7 @@ def test_hadoop_case_study_equals_the_definition(shared_data, tmp_path):
         for r in out.itertuples()
     }
     assert len(got) == len(out) > 50
+    assert ((out.confidence > 0) & (out.confidence <= 1)).all(), out.confidence.max()
 
     window = 3000
     by_id = events.set_index("id")
@@ -518,6 +540,7 @@ def test_hadoop_case_study_equals_the_definition(shared_data, tmp_path):
         g = got[sig]
         assert (g[0], g[1]) == (start, end)
         assert g[2] == pytest.approx(float(conf), abs=1e-12)
+        assert (g[2] == 1) == (conf == 1)  # certain exactly when every point tuple matches
         assert g[3] == by_id.loc[sig[0], "task"] and g[4] == by_id.loc[sig[1], "value"]
     # the task that ran on MSRA-SA-41 and the two on MININT-FNANLI5 that failed
     assert set(out["task"]) == {"20_m_000001_0", "20_m_000002_0", "20_m_000003_0"}
