@@ -7,7 +7,7 @@ from sparkcep.engines.base import choose as choose_engine
 from sparkcep.engines.base import compile_jobs, declined
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan, plan_queries
-from sparkcep.timeunits import describe_duration
+from sparkcep.timeunits import describe_window
 
 
 def _component(c) -> str:
@@ -105,11 +105,12 @@ def _window(plan: Plan) -> tuple[str, str]:
     if plan.window is None:
         return ("window", "none (state is not bounded)")
     unit = "us" if plan.time_kind == "timestamp" else plan.options.time_unit
-    if plan.query.within is not None and plan.query.within.unit is not None and unit is None:
-        unit = "s"  # a unit without data to check it against: the window is in seconds
-    text = describe_duration(plan.window, unit)
-    ticks = f", {plan.window} ticks" if unit is not None else ""
-    return ("window", f"{text} (last.ts - first.ts < the window{ticks})")
+    within = plan.query.within
+    written = None if within is None else (within.amount, within.unit)
+    meaning = "last.ts - first.ts < the window"
+    if plan.query.inclusive and unit is None and written is not None and written[1] is not None:
+        meaning = "last.ts - first.ts <= the window, INCLUSIVE"  # said as written
+    return ("window", describe_window(plan.window, unit, written, meaning))
 
 
 def _key(plan: Plan) -> tuple[str, str]:
