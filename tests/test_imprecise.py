@@ -182,6 +182,21 @@ def test_pmfs_equal_the_possible_worlds(events, query, data):
     assert_same(engine_rows(frame, query, algorithm, pmf_col="pmf"), expected, query)
 
 
+@pytest.mark.parametrize("threshold", ["0.1", "0.115", "0.12", "1"])
+def test_threshold_keeps_the_signatures_of_at_least_that_confidence(threshold):
+    """THRESHOLD over interval times bounds the confidence (a probability): Fig. 1 has
+    (a1, b3, c2) at 25/225 = 0.111 and (a1, b3, c4) at 27/225 = 0.12."""
+    query = FIG1_QUERY.format("SKIP_TILL_ANY_MATCH") + f" THRESHOLD {threshold}"
+    expected = {
+        sig: row
+        for sig, row in oracle_rows(FIG1, query, time_col="lo").items()
+        if row[2] >= Fraction(threshold)
+    }
+    assert len(expected) == {"0.1": 2, "0.115": 1, "0.12": 1, "1": 0}[threshold]
+    for algorithm in ALGORITHMS:
+        assert_same(engine_rows(FIG1, query, algorithm, time_col="lo"), expected, algorithm)
+
+
 def test_time_upper_column_equals_the_clause():
     rng = np.random.default_rng(3)
     n = 30
@@ -389,6 +404,10 @@ def test_bad_intervals_are_rejected_in_spark(spark):
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WIDTH AT MOST 2 s WITHIN 5", {},
          "the width has a unit"),
         ("PATTERN SEQ(A a, B b) WITHIN 5", {"pmf_col": "pmf"}, "give the interval too"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 THRESHOLD 0", {},
+         r"a confidence in \(0, 1\], not 0"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 MISSING RATE 0.1", {},
+         "missed events .* are not supported over interval times"),
     ],
 )  # fmt: skip
 def test_query_errors_point_at_the_clause(query, options, message):

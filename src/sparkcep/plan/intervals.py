@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from sparkcep.language import ast
+from sparkcep.plan.ayac import AyacSpec
 from sparkcep.timeunits import NANOS, WINDOW_LIMIT
 
 NO_VAR = ""  # the variable of the bare column names of TIME's bounds
@@ -37,6 +38,7 @@ class IntervalSpec:
     after: int
     pmf_col: str | None = None
     text: str = ""
+    threshold: float | None = None  # THRESHOLD: the least confidence reported
 
     def columns(self) -> tuple[str, ...]:
         """The input columns the interval reads."""
@@ -54,9 +56,12 @@ class IntervalClauses:
     """TIME BETWEEN / --time-upper / --pmf analysis (mixed into the analyzer, which
     provides `query`, `options`, `schema`, `comps`, `error`, `_strategy`, `_time_kind`)."""
 
+    def _interval_time(self) -> bool:
+        return self.query.time_lower is not None or self.options.time_end_col is not None
+
     def _interval_spec(self, spec, window):
         q, opts = self.query, self.options
-        if q.time_lower is None and opts.time_end_col is None and opts.pmf_col is None:
+        if not self._interval_time() and opts.pmf_col is None:
             return spec
         where = q.time_span if q.time_lower is not None else None
         if q.time_lower is None and opts.time_end_col is None:
@@ -69,10 +74,17 @@ class IntervalClauses:
                 "the interval time is given twice: by TIME BETWEEN and by --time-upper", where
             )
         if spec is not None:
-            raise self.error(
-                "AGG over interval times is not supported: each match has a confidence",
-                q.aggregates[0].span if q.aggregates else where,
+            if q.aggregates:
+                raise self.error(
+                    "AGG over interval times is not supported: each match has a confidence",
+                    q.aggregates[0].span,
+                )
+            what = (
+                "missed events (MISSING RATE, DELAY, USING MODEL)"
+                if isinstance(spec, AyacSpec)
+                else "funnels and event sets"
             )
+            raise self.error(f"{what} are not supported over interval times", where)
         self._check_interval_pattern(window, where)
         kind = self._time_kind()
         if kind not in ("int", "unknown"):
@@ -104,7 +116,21 @@ class IntervalClauses:
         before = -offsets[0] if offsets[0] is not None else width
         after = offsets[1] if offsets[1] is not None else width
         return IntervalSpec(lower, upper, width, min(before, width), min(after, width),
-                            opts.pmf_col, text)  # fmt: skip
+                            opts.pmf_col, text, self._confidence_threshold())  # fmt: skip
+
+    def _confidence_threshold(self) -> float | None:
+        """THRESHOLD over interval times: the least confidence a reported signature has
+        (the paper's confidence is a probability, so a threshold on it is one on the
+        probability of the match)."""
+        q = self.query
+        if q.threshold is None:
+            return None
+        if not 0.0 < q.threshold <= 1.0:
+            raise self.error(
+                f"THRESHOLD over interval times is a confidence in (0, 1], not {q.threshold:g}",
+                q.threshold_span,
+            )
+        return float(q.threshold)
 
     def _check_interval_pattern(self, window, where):
         for comp in self.comps.values():

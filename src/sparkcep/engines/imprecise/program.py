@@ -138,7 +138,10 @@ class ImpreciseProgram(Program):
                         else "uniform over its points")),
             ("algorithm", f"{self.algorithm.name}: {self.algorithm.words}"),
             ("reported", "each match signature (one event per variable) once no unseen event "
-                         "can change it, with its time range and confidence"),
+                         "can change it, with its time range and confidence"
+                         + ("" if spec.threshold is None
+                            else f", when its confidence is at least {spec.threshold:g} "
+                                 "(THRESHOLD)")),
         ]  # fmt: skip
 
     # ---- running
@@ -233,7 +236,9 @@ class ImpreciseProgram(Program):
             if not len(events):
                 continue
             found = self.algorithm(events, self.patterns[i]).run()
-            found = _anchored(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
+            found = _kept(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
+            if self.specs[i].threshold is not None:
+                found = _kept(found, found.confidence >= self.specs[i].threshold)
             if not len(found):
                 continue
             out = self._match_rows(plan, frame, events, found)
@@ -271,10 +276,11 @@ class ImpreciseProgram(Program):
         return pd.DataFrame(out)
 
 
-def _anchored(found: Found, owned) -> Found:
-    if owned is None or owned.all():
+def _kept(found: Found, keep) -> Found:
+    """The signatures where `keep` holds (all when None)."""
+    if keep is None or keep.all():
         return found
-    return Found(found.idx[owned], found.start[owned], found.end[owned], found.confidence[owned])
+    return Found(found.idx[keep], found.start[keep], found.end[keep], found.confidence[keep])
 
 
 def _return_values(expr: ast.Expr, plan: Plan, events, idx) -> list:
