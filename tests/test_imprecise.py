@@ -197,6 +197,24 @@ def test_threshold_keeps_the_signatures_of_at_least_that_confidence(threshold):
         assert_same(engine_rows(FIG1, query, algorithm, time_col="lo"), expected, algorithm)
 
 
+def test_bounds_with_units_equal_the_bounds_in_ticks():
+    """`ts - 1 s AND ts + 500 ms` over a time column in ms is `ts - 1000 AND ts + 500`,
+    U_max read from the bounds, as a window with a unit is its ticks."""
+    frame = pd.DataFrame(
+        {"id": [0, 1, 2, 3], "type": list("ABAB"), "ts": [0, 900, 2000, 2400]}
+    )  # fmt: skip
+    in_ticks = match_local(
+        frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1000 AND ts + 500 WITHIN 1500",
+        id_col="id",
+    )  # fmt: skip
+    with_units = match_local(
+        frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 s AND ts + 500 ms WITHIN 1.5 s",
+        id_col="id", time_unit="ms",
+    )  # fmt: skip
+    assert len(in_ticks) == 4
+    pd.testing.assert_frame_equal(with_units, in_ticks)
+
+
 def test_time_upper_column_equals_the_clause():
     rng = np.random.default_rng(3)
     n = 30
@@ -404,6 +422,10 @@ def test_bad_intervals_are_rejected_in_spark(spark):
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WIDTH AT MOST 2 s WITHIN 5", {},
          "the width has a unit"),
         ("PATTERN SEQ(A a, B b) WITHIN 5", {"pmf_col": "pmf"}, "give the interval too"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 ms AND ts WITHIN 5", {"time_unit": "s"},
+         "a whole number of ticks"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 s AND ts WITHIN 5", {},
+         "the bound has a unit"),
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 THRESHOLD 0", {},
          r"a confidence in \(0, 1\], not 0"),
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 MISSING RATE 0.1", {},

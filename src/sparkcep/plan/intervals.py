@@ -16,7 +16,7 @@ the plan; the imprecise engines read it (and only they answer plans that have on
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparkcep.language import ast
 from sparkcep.plan.ayac import AyacSpec
@@ -97,6 +97,7 @@ class IntervalClauses:
         if q.time_lower is not None:
             lower, upper = q.time_lower, q.time_upper
             text = f"TIME BETWEEN {_text(lower)} AND {_text(upper)}"
+            lower, upper = self._in_ticks(lower), self._in_ticks(upper)
         else:
             lower = ast.AttrRef(NO_VAR, opts.time_col)
             upper = ast.AttrRef(NO_VAR, opts.time_end_col)
@@ -186,23 +187,43 @@ class IntervalClauses:
             elif not isinstance(node, ast.Negate):
                 raise self.error("an interval bound is integer arithmetic", node.span)
 
+    def _in_ticks(self, bound: ast.Expr) -> ast.Expr:
+        """A bound whose last term is a duration (ts - 1 s), that duration in ticks."""
+        if not isinstance(bound, ast.BinOp):
+            return bound
+        term = bound.right
+        if not isinstance(term, ast.Literal) or not isinstance(term.value, ast.Duration):
+            return bound
+        ticks = self._duration_ticks_of(term.value, "bound")
+        if abs(ticks - round(ticks)) > 1e-9:
+            raise self.error(
+                f"an interval bound is a whole number of ticks, and this is {ticks:g} "
+                f"ticks of {self.options.time_unit}",
+                term.span,
+            )
+        return replace(bound, right=ast.Literal(round(ticks), span=term.span))
+
+    def _duration_ticks_of(self, duration: ast.Duration, what: str) -> float:
+        """A duration of TIME's clause in ticks of the integer time column."""
+        if duration.unit is None:
+            return duration.amount
+        unit = self.options.time_unit
+        if unit is None:
+            raise self.error(
+                f"the {what} has a unit but the integer time column has none: give "
+                f"--time-unit, or write the {what} in ticks",
+                duration.span,
+            )
+        ticks = duration.amount * NANOS[duration.unit] / NANOS[unit]
+        if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
+            raise self.error(f"the {what} is too large (at most 2^62 ticks)", duration.span)
+        return ticks
+
     def _interval_width(self, offsets, where) -> int:
         """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show."""
         width = self.query.time_width
         if width is not None:
-            if width.unit is None:
-                ticks = width.amount
-            else:
-                unit = self.options.time_unit
-                if unit is None:
-                    raise self.error(
-                        "the width has a unit but the integer time column has none: give "
-                        "--time-unit, or write the width in ticks",
-                        width.span,
-                    )
-                ticks = width.amount * NANOS[width.unit] / NANOS[unit]
-            if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
-                raise self.error("the width is too large (at most 2^62 ticks)", width.span)
+            ticks = self._duration_ticks_of(width, "width")
             value = math.floor(ticks + 1e-9)
             if value < 0:
                 raise self.error("the width must not be negative", width.span)
@@ -239,6 +260,9 @@ def _offset(expr: ast.Expr, time_col: str) -> int | None:
 
 def bound_text(expr: ast.Expr) -> str:
     """A bound as written: bare column names, parentheses only where needed."""
+    if isinstance(expr, ast.Literal) and isinstance(expr.value, ast.Duration):
+        amount = expr.value.amount
+        return f"{int(amount) if float(amount).is_integer() else amount} {expr.value.unit}"
     if isinstance(expr, ast.AttrRef):
         return expr.attr if expr.var == NO_VAR else f"{expr.var}.{expr.attr}"
     if isinstance(expr, ast.BinOp):
