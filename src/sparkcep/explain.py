@@ -7,6 +7,7 @@ from sparkcep.engines.base import choose as choose_engine
 from sparkcep.engines.base import compile_jobs, declined
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan, plan_queries
+from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
 from sparkcep.timeunits import describe_window
 
 
@@ -22,6 +23,8 @@ def explain_queries(queries, schema=None, options: Options | None = None, events
     the input, pandas), what hinges on the data is said too: ties, types that never occur."""
     options = options or Options()
     plans, names = plan_queries(queries, schema, options)
+    if events is not None and needs_data_width(plans):  # U_max as a batch run reads it
+        plans = with_data_widths(plans, lambda spec: frame_width(spec, events, options.time_col))
     blocks = []
     for plan, name in zip(plans, names):
         text = explain_plan(plan, events)

@@ -33,12 +33,24 @@ class IntervalSpec:
 
     lower: ast.Expr
     upper: ast.Expr
-    max_width: int
-    before: int
-    after: int
+    max_width: int | None  # None: the data's, read by a batch run (`with_data_widths`)
+    before: int | None
+    after: int | None
     pmf_col: str | None = None
     text: str = ""
     threshold: float | None = None  # THRESHOLD: the least confidence reported
+
+    @property
+    def from_data(self) -> bool:
+        """U_max is the data's (no WIDTH AT MOST, --max-width or constant bounds)."""
+        return self.max_width is None
+
+    def with_width(self, width: int) -> IntervalSpec:
+        """The spec with U_max = `width`; a bound's distance from the time column is at
+        most U_max."""
+        before = width if self.before is None else min(self.before, width)
+        after = width if self.after is None else min(self.after, width)
+        return replace(self, max_width=width, before=before, after=after)
 
     def columns(self) -> tuple[str, ...]:
         """The input columns the interval reads."""
@@ -113,11 +125,12 @@ class IntervalClauses:
                 f"write TIME BETWEEN {opts.time_col} - a AND {opts.time_col} + b",
                 where,
             )
-        width = self._interval_width(offsets, where)
-        before = -offsets[0] if offsets[0] is not None else width
-        after = offsets[1] if offsets[1] is not None else width
-        return IntervalSpec(lower, upper, width, min(before, width), min(after, width),
-                            opts.pmf_col, text, self._confidence_threshold())  # fmt: skip
+        width = self._interval_width(offsets)
+        before = -offsets[0] if offsets[0] is not None else None
+        after = offsets[1] if offsets[1] is not None else None
+        spec = IntervalSpec(lower, upper, None, before, after, opts.pmf_col, text,
+                            self._confidence_threshold())  # fmt: skip
+        return spec if width is None else spec.with_width(width)
 
     def _confidence_threshold(self) -> float | None:
         """THRESHOLD over interval times: the least confidence a reported signature has
@@ -219,8 +232,9 @@ class IntervalClauses:
             raise self.error(f"the {what} is too large (at most 2^62 ticks)", duration.span)
         return ticks
 
-    def _interval_width(self, offsets, where) -> int:
-        """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show."""
+    def _interval_width(self, offsets) -> int | None:
+        """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show, else
+        None: the largest width in the data, which a batch run reads (a stream cannot)."""
         width = self.query.time_width
         if width is not None:
             ticks = self._duration_ticks_of(width, "width")
@@ -234,11 +248,7 @@ class IntervalClauses:
             return int(self.options.max_width)
         if None not in offsets:
             return offsets[1] - offsets[0]
-        raise self.error(
-            "give the largest interval width U_max (upper - lower, in ticks): "
-            "TIME BETWEEN ... WIDTH AT MOST n, or --max-width n",
-            where,
-        )
+        return None
 
 
 def _offset(expr: ast.Expr, time_col: str) -> int | None:
@@ -278,3 +288,70 @@ def bound_text(expr: ast.Expr) -> str:
 
 
 _text = bound_text
+
+
+STREAM_WIDTH = (
+    "an interval time over a stream needs U_max, the largest upper - lower (a stream has no "
+    "end to read it from): TIME BETWEEN ... WIDTH AT MOST n, or --max-width n"
+)
+
+
+def needs_data_width(plans) -> bool:
+    """Whether a plan's U_max is to be read from the data."""
+    return any(isinstance(p.spec, IntervalSpec) and p.spec.from_data for p in plans)
+
+
+def require_widths(plans) -> None:
+    """A stream's plans: U_max must be given (QueryError otherwise)."""
+    if needs_data_width(plans):
+        from sparkcep.errors import QueryError
+
+        raise QueryError(STREAM_WIDTH)
+
+
+def with_data_widths(plans, widest) -> list:
+    """Plans whose U_max is the data's, with it: `widest(spec)` gives the largest
+    upper - lower over the input's rows (None: no row), and the plan says so."""
+    out = []
+    for plan in plans:
+        spec = plan.spec
+        if not isinstance(spec, IntervalSpec) or not spec.from_data:
+            out.append(plan)
+            continue
+        width = max(int(widest(spec) or 0), 0)
+        note = (
+            f"U_max = {width} ticks: the largest interval width (upper - lower) in the input; "
+            f"WIDTH AT MOST n (or --max-width n) would bound it and reject wider rows"
+        )
+        out.append(replace(plan, spec=spec.with_width(width), warnings=(*plan.warnings, note)))
+    return out
+
+
+def frame_width(spec: IntervalSpec, frame, time_col: str) -> int | None:
+    """The largest upper - lower of `frame`'s rows whose interval is usable (bounds
+    present, lower <= time <= upper), as the row checks will keep them."""
+    import numpy as np
+    import pandas as pd
+
+    from sparkcep.expressions import column_vec, evaluate
+
+    n = len(frame)
+    if not n:
+        return None
+    cache: dict = {}
+
+    def resolve(node):
+        if node.attr not in cache:
+            cache[node.attr] = column_vec(frame[node.attr])
+        return cache[node.attr]
+
+    def numbers(vec):
+        values = pd.to_numeric(pd.Series(vec.values), errors="coerce").to_numpy(np.float64)
+        return np.where(vec.nulls(), np.nan, values)
+
+    lo = numbers(evaluate(spec.lower, resolve, n))
+    hi = numbers(evaluate(spec.upper, resolve, n))
+    ts = numbers(column_vec(frame[time_col]))
+    ok = (lo <= ts) & (ts <= hi)  # false where any is NaN (null)
+    lo_v, hi_v = lo, hi
+    return int((hi_v - lo_v)[ok].max()) if ok.any() else None
