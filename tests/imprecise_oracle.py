@@ -2,7 +2,7 @@
 paper's definitions (imprecise-timestamps.md §2.3, §3 conditions (1)-(2)) only.
 
 Every event takes one point of its interval, with its probability (uniform unless a pmf
-is given); each combination is a possible world, of probability the product. In each
+is given, each value divided by the pmf's sum); each combination is a possible world, of probability the product. In each
 world the events are ordered by their points and the pattern is matched:
 
 - skip-till-any: every tuple of distinct events, one per component, of the components'
@@ -36,7 +36,11 @@ def _bound(expr: ast.Expr, event: dict):
 
 def _points(event, lo, hi, pmf_col):
     n = hi - lo + 1
-    probs = [Fraction(1, n)] * n if pmf_col is None else [Fraction(p) for p in event[pmf_col]]
+    if pmf_col is None:
+        probs = [Fraction(1, n)] * n
+    else:  # a pmf as given sums to 1 up to its rounding: its exact share per point
+        given = [Fraction(p) for p in event[pmf_col]]
+        probs = [p / sum(given) for p in given]
     return [(lo + i, p) for i, p in enumerate(probs) if p > 0]
 
 

@@ -65,6 +65,8 @@ def assert_same(got: dict, expected: dict, what: str):
     for sig, (start, end, conf) in expected.items():
         g_start, g_end, g_conf = got[sig]
         assert (g_start, g_end) == (start, end), f"{what}: range of {sig}"
+        assert 0 < g_conf <= 1, f"{what}: confidence of {sig}: {g_conf}"
+        assert (g_conf == 1) == (conf == 1), f"{what}: certainty of {sig}: {g_conf} vs {conf}"
         assert abs(g_conf - float(conf)) <= 1e-12, (
             f"{what}: confidence of {sig}: {g_conf} != {conf}"
         )
@@ -180,6 +182,78 @@ def test_pmfs_equal_the_possible_worlds(events, query, data):
     assert_same(engine_rows(frame, query, algorithm, pmf_col="pmf"), expected, query)
 
 
+@pytest.mark.parametrize("threshold", ["0.1", "0.115", "0.12", "1"])
+def test_threshold_keeps_the_signatures_of_at_least_that_confidence(threshold):
+    """THRESHOLD over interval times bounds the confidence (a probability): Fig. 1 has
+    (a1, b3, c2) at 25/225 = 0.111 and (a1, b3, c4) at 27/225 = 0.12."""
+    query = FIG1_QUERY.format("SKIP_TILL_ANY_MATCH") + f" THRESHOLD {threshold}"
+    expected = {
+        sig: row
+        for sig, row in oracle_rows(FIG1, query, time_col="lo").items()
+        if row[2] >= Fraction(threshold)
+    }
+    assert len(expected) == {"0.1": 2, "0.115": 1, "0.12": 1, "1": 0}[threshold]
+    for algorithm in ALGORITHMS:
+        assert_same(engine_rows(FIG1, query, algorithm, time_col="lo"), expected, algorithm)
+
+
+def test_bounds_with_units_equal_the_bounds_in_ticks():
+    """`ts - 1 s AND ts + 500 ms` over a time column in ms is `ts - 1000 AND ts + 500`,
+    U_max read from the bounds, as a window with a unit is its ticks."""
+    frame = pd.DataFrame(
+        {"id": [0, 1, 2, 3], "type": list("ABAB"), "ts": [0, 900, 2000, 2400]}
+    )  # fmt: skip
+    in_ticks = match_local(
+        frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1000 AND ts + 500 WITHIN 1500",
+        id_col="id",
+    )  # fmt: skip
+    with_units = match_local(
+        frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 s AND ts + 500 ms WITHIN 1.5 s",
+        id_col="id", time_unit="ms",
+    )  # fmt: skip
+    assert len(in_ticks) == 4
+    pd.testing.assert_frame_equal(with_units, in_ticks)
+
+
+U_MAX_EVENTS = pd.DataFrame(
+    {"id": [0, 1, 2, 3, 4], "type": list("ABABB"), "ts": [0, 3, 6, 9, 10], "d": [1, 2, 0, 3, 9]}
+)  # the last row's interval [1, 19] is the widest: U_max = 18
+U_MAX_QUERY = "PATTERN SEQ(A a, B b) TIME BETWEEN ts - d AND ts + d WITHIN 6"
+
+
+def test_a_batch_reads_u_max_from_the_data():
+    """Without WIDTH AT MOST or --max-width, a batch run takes U_max from its input (the
+    largest upper - lower) and says so; the rows are those of the width given."""
+    result = run_local(U_MAX_EVENTS, U_MAX_QUERY, id_col="id")
+    given = match_local(U_MAX_EVENTS, U_MAX_QUERY.replace("WITHIN", "WIDTH AT MOST 18 WITHIN"),
+                        id_col="id")  # fmt: skip
+    assert len(result.rejected) == 0 and len(given) == 5
+    pd.testing.assert_frame_equal(result.matches, given)
+    assert any(
+        w.startswith("U_max = 18 ticks: the largest interval width") for w in result.warnings
+    )
+    from sparkcep.explain import explain_queries
+    from sparkcep.plan import Options
+
+    assert "U_max (the largest upper - lower) read from the input" in explain_queries(
+        U_MAX_QUERY, None, Options()
+    )
+
+
+def test_spark_reads_u_max_from_the_data_and_a_stream_asks_for_it(spark):
+    from sparkcep import stream
+    from sparkcep.runners.spark import run
+
+    result = run(spark.createDataFrame(U_MAX_EVENTS), U_MAX_QUERY, id_col="id")
+    local = match_local(U_MAX_EVENTS, U_MAX_QUERY, id_col="id")
+    pd.testing.assert_frame_equal(result.rows.toPandas(), local, check_dtype=False)
+    assert any(w.startswith("U_max = 18 ticks") for w in result.warnings())
+    source = spark.readStream.format("rate").load()
+    source = source.selectExpr("value AS id", "'A' AS type", "value AS ts", "value AS d")
+    with pytest.raises(QueryError, match="over a stream needs U_max"):
+        stream(source, U_MAX_QUERY, id_col="id")
+
+
 def test_time_upper_column_equals_the_clause():
     rng = np.random.default_rng(3)
     n = 30
@@ -211,6 +285,25 @@ def test_point_time_queries_keep_the_nfa_engine():
     assert choose(analyze("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts WITHIN 5")).name == (
         "imprecise"
     )
+
+
+@pytest.mark.parametrize("strategy", ["SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH"])
+def test_a_certain_match_has_confidence_exactly_one(strategy):
+    """Intervals of 9 points (probability 1/9 each) in order and inside the window: every
+    possible world gives the match, so its confidence is 1, not a float sum above it; a
+    pmf that sums to 1 within the accepted rounding counts as a pmf."""
+    frame = pd.DataFrame({"id": [0, 1, 2, 3], "type": list("ABCD"), "ts": [0, 12, 24, 36]})
+    query = (
+        f"PATTERN SEQ(A a, B b, C c, D d) STRATEGY {strategy} TIME BETWEEN ts - 4 AND ts + 4 "
+        "WITHIN 80"
+    )
+    for algorithm in ALGORITHMS:
+        out = match_local(frame, query, id_col="id", algorithm=algorithm)
+        assert out["confidence"].tolist() == [1.0], algorithm
+    frame["pmf"] = [[0.5 + 4e-10, 0.5]] * 4
+    query = query.replace("ts - 4 AND ts + 4", "ts AND ts + 1")
+    out = match_local(frame, query, id_col="id", pmf_col="pmf")
+    assert out["confidence"].tolist() == [1.0]
 
 
 def test_zero_width_intervals_equal_the_nfa_with_confidence_one():
@@ -355,8 +448,6 @@ def test_bad_intervals_are_rejected_in_spark(spark):
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1", {}, "needs a WITHIN window"),
         ("PATTERN SEQ(A a, B b) AGG COUNT TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {},
          "AGG over interval times"),
-        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - d AND ts + d WITHIN 5", {},
-         "give the largest interval width"),
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts + 1 AND ts + 3 WITHIN 5", {},
          "must contain the time column"),
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5", {"time_end_col": "hi"},
@@ -368,6 +459,14 @@ def test_bad_intervals_are_rejected_in_spark(spark):
         ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WIDTH AT MOST 2 s WITHIN 5", {},
          "the width has a unit"),
         ("PATTERN SEQ(A a, B b) WITHIN 5", {"pmf_col": "pmf"}, "give the interval too"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 ms AND ts WITHIN 5", {"time_unit": "s"},
+         "a whole number of ticks"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 s AND ts WITHIN 5", {},
+         "the bound has a unit"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 THRESHOLD 0", {},
+         r"a confidence in \(0, 1\], not 0"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts + 1 WITHIN 5 MISSING RATE 0.1", {},
+         "missed events .* are not supported over interval times"),
     ],
 )  # fmt: skip
 def test_query_errors_point_at_the_clause(query, options, message):
@@ -497,6 +596,7 @@ def test_hadoop_case_study_equals_the_definition(shared_data, tmp_path):
         for r in out.itertuples()
     }
     assert len(got) == len(out) > 50
+    assert ((out.confidence > 0) & (out.confidence <= 1)).all(), out.confidence.max()
 
     window = 3000
     by_id = events.set_index("id")
@@ -518,6 +618,7 @@ def test_hadoop_case_study_equals_the_definition(shared_data, tmp_path):
         g = got[sig]
         assert (g[0], g[1]) == (start, end)
         assert g[2] == pytest.approx(float(conf), abs=1e-12)
+        assert (g[2] == 1) == (conf == 1)  # certain exactly when every point tuple matches
         assert g[3] == by_id.loc[sig[0], "task"] and g[4] == by_id.loc[sig[1], "value"]
     # the task that ran on MSRA-SA-41 and the two on MININT-FNANLI5 that failed
     assert set(out["task"]) == {"20_m_000001_0", "20_m_000002_0", "20_m_000003_0"}

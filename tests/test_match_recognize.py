@@ -451,7 +451,8 @@ def test_explain_and_the_cli(tmp_path):
     assert out.read_text().strip() == '{"s":"x","low":4}'
     shown = runner.invoke(app, ["explain", str(query), "--input", str(data), "--time-unit", "ms"])
     assert shown.exit_code == 0, shown.output
-    assert "match_recognize" in shown.output and "window      10000" in shown.output
+    assert "match_recognize" in shown.output and "window      10 s (" in shown.output
+    assert "10000 ticks" in shown.output
 
 
 # ---- through Spark --------------------------------------------------------------------------

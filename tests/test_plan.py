@@ -69,6 +69,37 @@ def test_explain_says_engine_key_filter_and_conditions():
     assert "5 s (last.ts - first.ts < the window, 5000 ticks)" in text
 
 
+WINDOW_LINES = ("window ", "windows ", "pattern     EPISODE", "component ")
+
+
+def test_explain_without_input_says_the_window_as_written():
+    """Without an input or --time-unit, the time column's unit is unknown: each engine's
+    explain says its window as written (7 ms, not "1 s ... 1 ticks", which reading it in
+    seconds gave) and that its ticks depend on the time column's unit; with a unit, the
+    ticks are said."""
+    import re
+
+    from sparkcep.engines.base import ENGINES, _load_engines
+    from sparkcep.explain import explain_queries
+
+    _load_engines()
+    for name, engine in ENGINES.items():
+        query = re.sub(r"WITHIN \d+(?![\d.]| *[a-z])", "WITHIN 7 ms", engine.examples[0])
+        query += "" if "WITHIN" in query else " WITHIN 7 ms"
+        text = explain_queries(query, None, Options(algorithm=name))
+        lines = [line for line in text.splitlines() if line.startswith(WINDOW_LINES)]
+        window = next(line for line in lines if line.startswith("window "))
+        assert "7 ms (" in window and "ticks depend on the time column's unit" in window, name
+        for line in lines:  # the window, a match window, an episode rule's windows, delays
+            assert not re.search(r"\d ticks| 1 s\b", line), (name, line)
+        known = explain_queries(query, None, Options(algorithm=name, time_unit="us"))
+        assert re.search(r"700[01] ticks", known), (name, known)  # 7001: INCLUSIVE
+    lossy = (
+        "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 7 min MISSING RATE 0.2 DELAY b EXPONENTIAL(1 min)"
+    )
+    assert "EXPONENTIAL(60 s)" in explain_queries(lossy, None, Options())  # not "60 ticks"
+
+
 def test_explain_strict_contiguity_keeps_every_event():
     text = explain("PATTERN SEQ(A a, B b) STRATEGY STRICT_CONTIGUITY WITHIN 5", SCHEMA)
     assert "every event of a partition is kept" in text

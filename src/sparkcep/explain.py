@@ -7,7 +7,8 @@ from sparkcep.engines.base import choose as choose_engine
 from sparkcep.engines.base import compile_jobs, declined
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan, plan_queries
-from sparkcep.timeunits import describe_duration
+from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
+from sparkcep.timeunits import describe_window
 
 
 def _component(c) -> str:
@@ -22,6 +23,8 @@ def explain_queries(queries, schema=None, options: Options | None = None, events
     the input, pandas), what hinges on the data is said too: ties, types that never occur."""
     options = options or Options()
     plans, names = plan_queries(queries, schema, options)
+    if events is not None and needs_data_width(plans):  # U_max as a batch run reads it
+        plans = with_data_widths(plans, lambda spec: frame_width(spec, events, options.time_col))
     blocks = []
     for plan, name in zip(plans, names):
         text = explain_plan(plan, events)
@@ -105,11 +108,12 @@ def _window(plan: Plan) -> tuple[str, str]:
     if plan.window is None:
         return ("window", "none (state is not bounded)")
     unit = "us" if plan.time_kind == "timestamp" else plan.options.time_unit
-    if plan.query.within is not None and plan.query.within.unit is not None and unit is None:
-        unit = "s"  # a unit without data to check it against: the window is in seconds
-    text = describe_duration(plan.window, unit)
-    ticks = f", {plan.window} ticks" if unit is not None else ""
-    return ("window", f"{text} (last.ts - first.ts < the window{ticks})")
+    within = plan.query.within
+    written = None if within is None else (within.amount, within.unit)
+    meaning = "last.ts - first.ts < the window"
+    if plan.query.inclusive and unit is None and written is not None and written[1] is not None:
+        meaning = "last.ts - first.ts <= the window, INCLUSIVE"  # said as written
+    return ("window", describe_window(plan.window, unit, written, meaning))
 
 
 def _key(plan: Plan) -> tuple[str, str]:

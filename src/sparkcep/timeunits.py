@@ -73,3 +73,40 @@ def describe_duration(ticks: int, unit: str | None) -> str:
             amount = nanos // NANOS[name]
             return f"{amount} {'day' if name == 'days' and amount == 1 else name}"
     return f"{ticks} {unit}"
+
+
+def duration_text(ticks: int, unit: str | None, written) -> str:
+    """A duration in words: in the largest unit that writes it exactly when one tick's
+    `unit` is known; else as `written` in the query (amount, unit or None), which is all
+    there is to say without the time column (a bare number is ticks).
+
+    >>> duration_text(300, "ms", (0.3, "s")), duration_text(1, None, (300, "ms"))
+    ('300 ms', '300 ms')
+    """
+    if unit is not None:
+        return describe_duration(ticks, unit)
+    amount, written_unit = written if written is not None else (ticks, None)
+    if written_unit is None:
+        return f"{ticks} ticks"
+    number = str(int(amount)) if float(amount).is_integer() else f"{amount:g}"
+    return f"{number} {written_unit}"
+
+
+def describe_window(ticks: int, unit: str | None, written, meaning: str) -> str:
+    """A window for `explain`: its duration (`duration_text`), then `meaning` and its
+    ticks, which depend on the time column's unit when the window has a unit and the
+    ticks have none (no input, no --time-unit).
+
+    >>> describe_window(10_000, "ms", (10, "s"), "last - first < the window")
+    '10 s (last - first < the window, 10000 ticks)'
+    >>> describe_window(1, None, (10, "ms"), "last - first < the window")
+    "10 ms (last - first < the window; its ticks depend on the time column's unit)"
+    >>> describe_window(11, None, (11, None), "last - first < the window")
+    '11 ticks (last - first < the window)'
+    """
+    text = duration_text(ticks, unit, written)
+    if unit is not None:
+        return f"{text} ({meaning}, {ticks} ticks)"
+    if written is None or written[1] is None:
+        return f"{text} ({meaning})"
+    return f"{text} ({meaning}; its ticks depend on the time column's unit)"

@@ -336,6 +336,14 @@ class _ToAst(Transformer):
         }
         return "time_clause", _span(meta), fields
 
+    def time_offset(self, meta, children):
+        """`ts - 1 s`: the duration is a literal until the analysis gives it in ticks."""
+        bound, op, amount, unit = children
+        start, end = _span(amount), _span(unit)
+        span = ast.Span(start.line, start.column, end.end_line, end.end_column)
+        duration = replace(self.duration(meta, [amount, unit]), span=span)
+        return ast.BinOp(str(op), bound, ast.Literal(duration, span=span), span=_span(meta))
+
     def time_width(self, meta, children):
         return children[0]
 

@@ -47,7 +47,8 @@ class AyacSpec:
 
 class AyacClauses:
     """Analysis of the probabilistic clauses (mixed into the analyzer, which provides
-    `query`, `options`, `schema`, `positive_vars`, `error` and `_time_kind`)."""
+    `query`, `options`, `schema`, `positive_vars`, `error`, `_time_kind` and
+    `_interval_time`)."""
 
     def _ayac_spec(self, comps, window: int | None, strategy: str) -> AyacSpec | None:
         q = self.query
@@ -61,8 +62,8 @@ class AyacClauses:
             )
             if present
         ]
-        if not spans:
-            return None
+        if not spans or (spans == [q.threshold_span] and self._interval_time()):
+            return None  # THRESHOLD alone over interval times bounds their confidence
         self._check_ayac_pattern(comps, window, strategy, spans[0])
         tick_unit = self._ayac_tick_unit()
         rates = {c.var: 0.0 for c in comps}
@@ -222,8 +223,8 @@ class AyacClauses:
             )
         if not q.missing_rates and q.model_path is None:
             raise self.error(
-                "THRESHOLD needs MISSING RATE (or USING MODEL): without miss rates every "
-                "match has probability 1",
+                "THRESHOLD needs MISSING RATE (or USING MODEL), or an interval time (TIME "
+                "BETWEEN): without either, every match has probability 1",
                 q.threshold_span,
             )
         return float(q.threshold)

@@ -16,9 +16,10 @@ the plan; the imprecise engines read it (and only they answer plans that have on
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparkcep.language import ast
+from sparkcep.plan.ayac import AyacSpec
 from sparkcep.timeunits import NANOS, WINDOW_LIMIT
 
 NO_VAR = ""  # the variable of the bare column names of TIME's bounds
@@ -32,11 +33,24 @@ class IntervalSpec:
 
     lower: ast.Expr
     upper: ast.Expr
-    max_width: int
-    before: int
-    after: int
+    max_width: int | None  # None: the data's, read by a batch run (`with_data_widths`)
+    before: int | None
+    after: int | None
     pmf_col: str | None = None
     text: str = ""
+    threshold: float | None = None  # THRESHOLD: the least confidence reported
+
+    @property
+    def from_data(self) -> bool:
+        """U_max is the data's (no WIDTH AT MOST, --max-width or constant bounds)."""
+        return self.max_width is None
+
+    def with_width(self, width: int) -> IntervalSpec:
+        """The spec with U_max = `width`; a bound's distance from the time column is at
+        most U_max."""
+        before = width if self.before is None else min(self.before, width)
+        after = width if self.after is None else min(self.after, width)
+        return replace(self, max_width=width, before=before, after=after)
 
     def columns(self) -> tuple[str, ...]:
         """The input columns the interval reads."""
@@ -54,9 +68,12 @@ class IntervalClauses:
     """TIME BETWEEN / --time-upper / --pmf analysis (mixed into the analyzer, which
     provides `query`, `options`, `schema`, `comps`, `error`, `_strategy`, `_time_kind`)."""
 
+    def _interval_time(self) -> bool:
+        return self.query.time_lower is not None or self.options.time_end_col is not None
+
     def _interval_spec(self, spec, window):
         q, opts = self.query, self.options
-        if q.time_lower is None and opts.time_end_col is None and opts.pmf_col is None:
+        if not self._interval_time() and opts.pmf_col is None:
             return spec
         where = q.time_span if q.time_lower is not None else None
         if q.time_lower is None and opts.time_end_col is None:
@@ -69,10 +86,17 @@ class IntervalClauses:
                 "the interval time is given twice: by TIME BETWEEN and by --time-upper", where
             )
         if spec is not None:
-            raise self.error(
-                "AGG over interval times is not supported: each match has a confidence",
-                q.aggregates[0].span if q.aggregates else where,
+            if q.aggregates:
+                raise self.error(
+                    "AGG over interval times is not supported: each match has a confidence",
+                    q.aggregates[0].span,
+                )
+            what = (
+                "missed events (MISSING RATE, DELAY, USING MODEL)"
+                if isinstance(spec, AyacSpec)
+                else "funnels and event sets"
             )
+            raise self.error(f"{what} are not supported over interval times", where)
         self._check_interval_pattern(window, where)
         kind = self._time_kind()
         if kind not in ("int", "unknown"):
@@ -85,6 +109,7 @@ class IntervalClauses:
         if q.time_lower is not None:
             lower, upper = q.time_lower, q.time_upper
             text = f"TIME BETWEEN {_text(lower)} AND {_text(upper)}"
+            lower, upper = self._in_ticks(lower), self._in_ticks(upper)
         else:
             lower = ast.AttrRef(NO_VAR, opts.time_col)
             upper = ast.AttrRef(NO_VAR, opts.time_end_col)
@@ -100,11 +125,26 @@ class IntervalClauses:
                 f"write TIME BETWEEN {opts.time_col} - a AND {opts.time_col} + b",
                 where,
             )
-        width = self._interval_width(offsets, where)
-        before = -offsets[0] if offsets[0] is not None else width
-        after = offsets[1] if offsets[1] is not None else width
-        return IntervalSpec(lower, upper, width, min(before, width), min(after, width),
-                            opts.pmf_col, text)  # fmt: skip
+        width = self._interval_width(offsets)
+        before = -offsets[0] if offsets[0] is not None else None
+        after = offsets[1] if offsets[1] is not None else None
+        spec = IntervalSpec(lower, upper, None, before, after, opts.pmf_col, text,
+                            self._confidence_threshold())  # fmt: skip
+        return spec if width is None else spec.with_width(width)
+
+    def _confidence_threshold(self) -> float | None:
+        """THRESHOLD over interval times: the least confidence a reported signature has
+        (the paper's confidence is a probability, so a threshold on it is one on the
+        probability of the match)."""
+        q = self.query
+        if q.threshold is None:
+            return None
+        if not 0.0 < q.threshold <= 1.0:
+            raise self.error(
+                f"THRESHOLD over interval times is a confidence in (0, 1], not {q.threshold:g}",
+                q.threshold_span,
+            )
+        return float(q.threshold)
 
     def _check_interval_pattern(self, window, where):
         for comp in self.comps.values():
@@ -160,23 +200,44 @@ class IntervalClauses:
             elif not isinstance(node, ast.Negate):
                 raise self.error("an interval bound is integer arithmetic", node.span)
 
-    def _interval_width(self, offsets, where) -> int:
-        """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show."""
+    def _in_ticks(self, bound: ast.Expr) -> ast.Expr:
+        """A bound whose last term is a duration (ts - 1 s), that duration in ticks."""
+        if not isinstance(bound, ast.BinOp):
+            return bound
+        term = bound.right
+        if not isinstance(term, ast.Literal) or not isinstance(term.value, ast.Duration):
+            return bound
+        ticks = self._duration_ticks_of(term.value, "bound")
+        if abs(ticks - round(ticks)) > 1e-9:
+            raise self.error(
+                f"an interval bound is a whole number of ticks, and this is {ticks:g} "
+                f"ticks of {self.options.time_unit}",
+                term.span,
+            )
+        return replace(bound, right=ast.Literal(round(ticks), span=term.span))
+
+    def _duration_ticks_of(self, duration: ast.Duration, what: str) -> float:
+        """A duration of TIME's clause in ticks of the integer time column."""
+        if duration.unit is None:
+            return duration.amount
+        unit = self.options.time_unit
+        if unit is None:
+            raise self.error(
+                f"the {what} has a unit but the integer time column has none: give "
+                f"--time-unit, or write the {what} in ticks",
+                duration.span,
+            )
+        ticks = duration.amount * NANOS[duration.unit] / NANOS[unit]
+        if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
+            raise self.error(f"the {what} is too large (at most 2^62 ticks)", duration.span)
+        return ticks
+
+    def _interval_width(self, offsets) -> int | None:
+        """U_max: WIDTH AT MOST, else --max-width, else what constant bounds show, else
+        None: the largest width in the data, which a batch run reads (a stream cannot)."""
         width = self.query.time_width
         if width is not None:
-            if width.unit is None:
-                ticks = width.amount
-            else:
-                unit = self.options.time_unit
-                if unit is None:
-                    raise self.error(
-                        "the width has a unit but the integer time column has none: give "
-                        "--time-unit, or write the width in ticks",
-                        width.span,
-                    )
-                ticks = width.amount * NANOS[width.unit] / NANOS[unit]
-            if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
-                raise self.error("the width is too large (at most 2^62 ticks)", width.span)
+            ticks = self._duration_ticks_of(width, "width")
             value = math.floor(ticks + 1e-9)
             if value < 0:
                 raise self.error("the width must not be negative", width.span)
@@ -187,11 +248,7 @@ class IntervalClauses:
             return int(self.options.max_width)
         if None not in offsets:
             return offsets[1] - offsets[0]
-        raise self.error(
-            "give the largest interval width U_max (upper - lower, in ticks): "
-            "TIME BETWEEN ... WIDTH AT MOST n, or --max-width n",
-            where,
-        )
+        return None
 
 
 def _offset(expr: ast.Expr, time_col: str) -> int | None:
@@ -213,6 +270,9 @@ def _offset(expr: ast.Expr, time_col: str) -> int | None:
 
 def bound_text(expr: ast.Expr) -> str:
     """A bound as written: bare column names, parentheses only where needed."""
+    if isinstance(expr, ast.Literal) and isinstance(expr.value, ast.Duration):
+        amount = expr.value.amount
+        return f"{int(amount) if float(amount).is_integer() else amount} {expr.value.unit}"
     if isinstance(expr, ast.AttrRef):
         return expr.attr if expr.var == NO_VAR else f"{expr.var}.{expr.attr}"
     if isinstance(expr, ast.BinOp):
@@ -228,3 +288,70 @@ def bound_text(expr: ast.Expr) -> str:
 
 
 _text = bound_text
+
+
+STREAM_WIDTH = (
+    "an interval time over a stream needs U_max, the largest upper - lower (a stream has no "
+    "end to read it from): TIME BETWEEN ... WIDTH AT MOST n, or --max-width n"
+)
+
+
+def needs_data_width(plans) -> bool:
+    """Whether a plan's U_max is to be read from the data."""
+    return any(isinstance(p.spec, IntervalSpec) and p.spec.from_data for p in plans)
+
+
+def require_widths(plans) -> None:
+    """A stream's plans: U_max must be given (QueryError otherwise)."""
+    if needs_data_width(plans):
+        from sparkcep.errors import QueryError
+
+        raise QueryError(STREAM_WIDTH)
+
+
+def with_data_widths(plans, widest) -> list:
+    """Plans whose U_max is the data's, with it: `widest(spec)` gives the largest
+    upper - lower over the input's rows (None: no row), and the plan says so."""
+    out = []
+    for plan in plans:
+        spec = plan.spec
+        if not isinstance(spec, IntervalSpec) or not spec.from_data:
+            out.append(plan)
+            continue
+        width = max(int(widest(spec) or 0), 0)
+        note = (
+            f"U_max = {width} ticks: the largest interval width (upper - lower) in the input; "
+            f"WIDTH AT MOST n (or --max-width n) would bound it and reject wider rows"
+        )
+        out.append(replace(plan, spec=spec.with_width(width), warnings=(*plan.warnings, note)))
+    return out
+
+
+def frame_width(spec: IntervalSpec, frame, time_col: str) -> int | None:
+    """The largest upper - lower of `frame`'s rows whose interval is usable (bounds
+    present, lower <= time <= upper), as the row checks will keep them."""
+    import numpy as np
+    import pandas as pd
+
+    from sparkcep.expressions import column_vec, evaluate
+
+    n = len(frame)
+    if not n:
+        return None
+    cache: dict = {}
+
+    def resolve(node):
+        if node.attr not in cache:
+            cache[node.attr] = column_vec(frame[node.attr])
+        return cache[node.attr]
+
+    def numbers(vec):
+        values = pd.to_numeric(pd.Series(vec.values), errors="coerce").to_numpy(np.float64)
+        return np.where(vec.nulls(), np.nan, values)
+
+    lo = numbers(evaluate(spec.lower, resolve, n))
+    hi = numbers(evaluate(spec.upper, resolve, n))
+    ts = numbers(column_vec(frame[time_col]))
+    ok = (lo <= ts) & (ts <= hi)  # false where any is NaN (null)
+    lo_v, hi_v = lo, hi
+    return int((hi_v - lo_v)[ok].max()) if ok.any() else None

@@ -35,6 +35,7 @@ from sparkcep.inputs import (
     text_warning,
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
+from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
 from sparkcep.prep.table import MASK
 
 
@@ -145,7 +146,11 @@ def check_events(
     # the rows of a bad cell first, then those of a failed check (the order the Spark
     # runner rejects them in), each in row order
     later = later.iloc[np.argsort(~by_cell[failing], kind="stable")]
-    return CheckedEvents(valid[~failing], rejected, later, plans, programs, mostly, read)
+    valid = valid[~failing]
+    if needs_data_width(plans):  # U_max of interval times: the widest of the rows kept
+        plans = with_data_widths(plans, lambda spec: frame_width(spec, valid, options.time_col))
+        programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))
+    return CheckedEvents(valid, rejected, later, plans, programs, mostly, read)
 
 
 def _run_programs(programs: list[Program], valid: pd.DataFrame, cap: int | None, count_only):

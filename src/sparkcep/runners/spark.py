@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
 from sparkcep.inputs import ORDER_COL, REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
+from sparkcep.plan.intervals import needs_data_width, with_data_widths
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
@@ -137,6 +138,9 @@ def execute(
         programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
         checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
         checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
+        if needs_data_width(plans):  # U_max of interval times: the widest of the rows kept
+            plans = with_data_widths(plans, lambda spec: _widest(checked.valid, spec, options))
+            programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
         return matched(checked, plans, programs, options, partitions)
     except BaseException:  # a query error: the rows kept for the run are not needed
         checked.release()
@@ -228,6 +232,15 @@ def matching_partitions(spark) -> int:
     key names its number of partitions, so adaptive execution keeps them all."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
     return max(shuffle, spark.sparkContext.defaultParallelism)
+
+
+def _widest(valid: DataFrame, spec, options: Options) -> int | None:
+    """The largest upper - lower of the rows whose interval the row checks keep (one
+    aggregate job over the input: a batch has an end, so U_max is read, not asked)."""
+    lo, hi, ts = to_column(spec.lower), to_column(spec.upper), F.col(f"`{options.time_col}`")
+    usable = lo.isNotNull() & hi.isNotNull() & (lo <= ts) & (ts <= hi)
+    widest = valid.select(F.max(F.when(usable, hi - lo)).alias("w")).first()
+    return None if widest is None or widest["w"] is None else int(widest["w"])
 
 
 def _apply_row_checks(checked: Checked, checks) -> Checked:

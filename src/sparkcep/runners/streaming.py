@@ -45,6 +45,7 @@ from sparkcep.files import REPLACEMENT
 from sparkcep.inputs import CORRUPT, ORDER_COL, OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
+from sparkcep.plan.intervals import require_widths
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import output_schema
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
@@ -202,6 +203,7 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     schema = schema_of(prepared.sdf, ignore=(*prepared.raw.values(), CORRUPT))
     schema[options.time_col] = prepared.time_kind
     plans, names = plan_queries(queries, schema, options)
+    require_widths(plans)  # a stream has no end to read U_max of interval times from
     nanos = _nanos_per_tick(prepared.time_kind, options.time_unit)
     unit_known = prepared.time_kind == "timestamp" or options.time_unit is not None
     delay = parse_duration(lateness, nanos, unit_known)

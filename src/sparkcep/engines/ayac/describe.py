@@ -45,10 +45,16 @@ def describe_plan(plan: Plan, nfa: SkipAutomaton) -> list[tuple[str, str]]:
                 if comp.negated and comp.gap == 0
                 else "from the previous positive"
             )
-            text += (
-                f"; delay {anchor} {law.text(fmt)} "
-                f"({spec.sources.get(f'law {comp.var}', 'default')})"
-            )
+            source = spec.sources.get(f"law {comp.var}", "default")
+            shown = law.text(fmt)
+            if spec.tick_unit is None and plan.time_kind == "unknown":  # no input: no ticks
+                window = plan.query.within
+                given = [d for d in plan.query.delays if d.var == comp.var]
+                if source == "default" and window is not None and window.unit:
+                    shown = "UNIFORM(0, the window)"  # W has no ticks yet
+                elif given and any(a.unit for a in given[0].args):
+                    shown = law.text(lambda ticks: _duration(ticks, "s"))  # read in seconds
+            text += f"; delay {anchor} {shown} ({source})"
         if comp.var in spec.fits:
             text += f"; fit {spec.fits[comp.var]}"
         lines.append(("component", text))

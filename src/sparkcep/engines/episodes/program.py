@@ -29,7 +29,7 @@ from sparkcep.errors import DataError
 from sparkcep.language import ast
 from sparkcep.prep.mask import Signature, Signatures
 from sparkcep.prep.table import MASK, frame_ticks
-from sparkcep.timeunits import describe_duration
+from sparkcep.timeunits import duration_text
 
 
 @state_class
@@ -147,14 +147,17 @@ class EpisodeProgram(Program):
         ]  # fmt: skip
         plan = self.plans[0]
         unit = "us" if plan.time_kind == "timestamp" else self.options.time_unit
-        if unit is None and plan.query.within is not None and plan.query.within.unit is not None:
-            unit = "s"  # a unit without data to check it against: windows are in seconds
         for plan, rule in list(zip(self.plans, rules.rules))[:5]:
             spec = plan.spec
             edges = ", ".join(f"{spec.vertices[u]} -> {spec.vertices[v]}" for u, v in spec.edges)
             vertices = ", ".join(f"{s} {v}" for s, v in zip(spec.symbols, spec.vertices))
             text = f"({vertices}{'; ' + edges if edges else ''})"
-            within, ahead = (describe_duration(w, unit) for w in (rule.window, rule.rule_window))
+            q = plan.query
+            written = [q.within, q.predict.within if q.predict is not None else None]
+            within, ahead = (
+                duration_text(w, unit, None if d is None else (d.amount, d.unit))
+                for w, d in zip((rule.window, rule.rule_window), written)
+            )
             lines.append(
                 ("pattern", f"{'RULE ' + rule.name + ': ' if rule.name else ''}EPISODE {text} "
                  f"within {within}, predicts {rule.predict} in (t_e, t_s + {ahead})")

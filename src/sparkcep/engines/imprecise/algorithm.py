@@ -16,7 +16,7 @@ import numpy as np
 
 from sparkcep.engines.imprecise.bounds import ValidBounds
 from sparkcep.engines.imprecise.candidates import nelt_holds
-from sparkcep.engines.imprecise.confidence import AnyConfidence, NextConfidence
+from sparkcep.engines.imprecise.confidence import AnyConfidence, NextConfidence, in_unit_range
 from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 
 
@@ -82,5 +82,6 @@ def settle(events: IntervalEvents, pattern: Pattern, idx, nelt: bool = True) -> 
         NextConfidence(events, pattern) if pattern.next else AnyConfidence(events, pattern.window)
     )
     conf, start, end = confidence(idx, vlb, vub)
+    conf = in_unit_range(events, pattern, idx, conf)
     keep = conf > 0
     return Found(idx[keep], start[keep], end[keep], conf[keep])

@@ -21,6 +21,12 @@ between several pairs (it can match several components), the factor does not spl
 point matches of those signatures are enumerated, and an event's factor is the mass of
 its points outside the union of the gaps it could fill (the gaps are disjoint, so this
 is exact). This replaces eq. (4)'s enumeration of the shared events' points.
+
+The sums are in floats, so a signature that matches in every possible world comes out
+as 1 up to rounding, possibly above it (151 points of 1/151 do not sum to 1 exactly).
+`in_unit_range` settles that on integers: a signature is certain exactly when every
+tuple of its events' positive points is a point match (`certain`); its confidence is
+then exactly 1, and any other's is below 1, where a float above it can only be rounding.
 """
 
 from __future__ import annotations
@@ -207,6 +213,39 @@ class NextConfidence:
         start = grid.points[0][rows, np.argmax(by_first, axis=1)]
         k = by_last.shape[1] - 1 - np.argmax(by_last[:, ::-1], axis=1)
         return total, start, grid.points[-1][rows, k]
+
+
+BELOW_ONE = float(np.nextafter(1.0, 0.0))
+
+
+def in_unit_range(events: IntervalEvents, pattern: Pattern, idx, conf) -> np.ndarray:
+    """The confidences `conf` of signatures `idx`, exactly 1 where the signature is
+    certain, else capped just below 1: its true value is below 1 (a tuple of positive
+    points fails), so a float above it is rounding. Clamping at 1 instead would call an
+    uncertain match certain; computing in fractions would cost the numpy passes."""
+    if not len(idx):
+        return conf
+    return np.where(certain(events, pattern, idx), 1.0, np.minimum(conf, BELOW_ONE))
+
+
+def certain(events: IntervalEvents, pattern: Pattern, idx) -> np.ndarray:
+    """Signatures that match in every possible world, decided on integers: with f_j, l_j
+    event j's first and last positive points, l_{j-1} < f_j for each j (every order
+    holds), l_l - f_1 < W (every window holds) and, under skip-till-next, no event that
+    could take component j has a positive point strictly between f_{j-1} and l_j (then
+    some world puts it between events j-1 and j)."""
+    first, last = events.first[idx], events.last[idx]
+    ok = (last[:, :-1] < first[:, 1:]).all(axis=1)
+    if pattern.length > 1:  # one event is always within its window
+        ok &= last[:, -1] - first[:, 0] < pattern.window
+    if pattern.next and ok.any():
+        rows = np.flatnonzero(ok)
+        lo, hi = first[rows], last[rows]
+        for j in range(1, pattern.length):
+            a, x = theta_pairs(events, pattern, idx[rows], lo, hi, j)
+            spoils = events.positive_between(x, lo[a, j - 1], hi[a, j])
+            ok[rows[a[spoils]]] = False
+    return ok
 
 
 def _shared(gaps, n_events: int, m: int) -> np.ndarray:

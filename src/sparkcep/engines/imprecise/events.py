@@ -5,12 +5,15 @@ Events are those that can match some component (the shared bitmask), in processi
 order (segment, time, tie-break, id). Event `e` happened at one integer point of
 [lo[e], hi[e]]; `pmf[e, k]` is the probability of point lo[e] + k (zero beyond the
 interval), `cum`/`rcum` its running sums from the left and from the right, so that the
-mass of the points <= s, or >= t, is exact (a sum of zeros is exactly zero).
+mass of the points <= s, or >= t, is exact (a sum of zeros is exactly zero). Which
+points have a positive probability is kept apart, as integers (`first`, `last`,
+`positive_between`), so that whether a match is certain is decided exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -98,6 +101,31 @@ class IntervalEvents:
         k = np.clip(t - self.lo[e], 0, self.width)
         return np.where(k < self.width, self.rcum[e, np.minimum(k, self.width - 1)], 0.0)
 
+    @cached_property
+    def first(self) -> np.ndarray:
+        """Each event's first point of positive probability."""
+        return self.lo + np.argmax(self.pmf > 0, axis=1)
+
+    @cached_property
+    def last(self) -> np.ndarray:
+        """Each event's last point of positive probability."""
+        return self.lo + self.width - 1 - np.argmax(self.pmf[:, ::-1] > 0, axis=1)
+
+    @cached_property
+    def _positive_upto(self) -> np.ndarray:
+        return np.cumsum(self.pmf > 0, axis=1)
+
+    def positive_between(self, e: np.ndarray, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Whether event e has a point of positive probability strictly between s and t
+        (counted on integers, not summed probabilities)."""
+        count = self._positive_upto
+
+        def upto(x):  # positive points <= x
+            k = np.clip(x - self.lo[e], -1, self.width - 1)
+            return np.where(k >= 0, count[e, np.maximum(k, 0)], 0)
+
+        return upto(t - 1) > upto(s)
+
     def points(self, e: int) -> list[tuple[int, float]]:
         """(point, probability) of event e, zero-probability points left out."""
         return [
@@ -120,7 +148,9 @@ class IntervalEvents:
 
 
 def pmf_matrix(lo: np.ndarray, hi: np.ndarray, lists=None) -> np.ndarray:
-    """(n, P) point probabilities: uniform over each interval, or the given lists."""
+    """(n, P) point probabilities: uniform over each interval, or the given lists, each
+    divided by its sum (the row checks accept a sum within 1e-9 of 1: rounding in the
+    input, which would otherwise carry into every confidence)."""
     n = len(lo)
     widths = (hi - lo + 1).astype(np.int64)
     width = int(widths.max()) if n else 1
@@ -132,7 +162,7 @@ def pmf_matrix(lo: np.ndarray, hi: np.ndarray, lists=None) -> np.ndarray:
         return out
     for i, values in enumerate(lists):
         values = np.asarray(values, dtype=np.float64)
-        out[i, : len(values)] = values
+        out[i, : len(values)] = values / values.sum()
     return out
 
 

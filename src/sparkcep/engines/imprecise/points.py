@@ -37,6 +37,7 @@ import numpy as np
 
 from sparkcep.engines.imprecise.algorithm import Algorithm, Found
 from sparkcep.engines.imprecise.candidates import band_pairs, component_events, stage_holds
+from sparkcep.engines.imprecise.confidence import in_unit_range
 from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 from sparkcep.engines.imprecise.runs import components_of, segments
 
@@ -262,8 +263,10 @@ class PointBased(Algorithm):
         parts = [p for p in parts if len(p)]
         if not parts:
             return Found.none(pattern.length)
-        return Found(*[np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("idx", "start", "end", "confidence")])  # fmt: skip
+        found = Found(*[np.concatenate([getattr(p, f) for p in parts])
+                        for f in ("idx", "start", "end", "confidence")])  # fmt: skip
+        found.confidence = in_unit_range(ev, pattern, found.idx, found.confidence)
+        return found
 
     def _collapse_any(self, evs: np.ndarray, pts: np.ndarray) -> Found:
         """Eq. (1): per signature, the sum of its point matches' probabilities."""

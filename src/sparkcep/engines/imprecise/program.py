@@ -32,10 +32,11 @@ from sparkcep.engines.imprecise.algorithm import Algorithm, Found
 from sparkcep.engines.imprecise.bounds import ValidBounds
 from sparkcep.engines.imprecise.events import Pattern, bound_values, interval_events
 from sparkcep.engines.state import state_class
+from sparkcep.errors import QueryError
 from sparkcep.expressions import Vec
 from sparkcep.language import ast
 from sparkcep.plan import Plan
-from sparkcep.plan.intervals import NO_VAR, IntervalSpec, bound_text
+from sparkcep.plan.intervals import NO_VAR, STREAM_WIDTH, IntervalSpec, bound_text
 
 FINAL = "__final"  # the time after which a row is final (its last event's vub)
 PLAN = "__plan"
@@ -91,7 +92,9 @@ class ImpreciseProgram(Program):
     def reach(self) -> tuple[int | None, int | None]:
         """Every event that bears on a signature anchored at e_1 has its time within
         2 U_max before e_1's time and W + 2 U_max after it."""
-        u = max(s.max_width for s in self.specs)
+        if any(s.from_data for s in self.specs):
+            raise QueryError(STREAM_WIDTH)  # a batch run reads U_max from the data first
+        u = max(s.max_width for s in self.specs)  # type: ignore[type-var]
         w = max(p.window for p in self.patterns)
         return 2 * u + 1, w + 2 * u + 1
 
@@ -133,12 +136,15 @@ class ImpreciseProgram(Program):
         plan, spec = self.plans[0], self.specs[0]
         return [
             ("strategy", STRATEGY_WORDS[plan.strategy]),
-            ("time", f"an interval: {spec.text}, at most {spec.max_width} ticks wide (U_max); "
+            ("time", f"an interval: {spec.text}, {_width_words(spec)}; "
                      + ("probabilities from " + spec.pmf_col if spec.pmf_col
                         else "uniform over its points")),
             ("algorithm", f"{self.algorithm.name}: {self.algorithm.words}"),
             ("reported", "each match signature (one event per variable) once no unseen event "
-                         "can change it, with its time range and confidence"),
+                         "can change it, with its time range and confidence"
+                         + ("" if spec.threshold is None
+                            else f", when its confidence is at least {spec.threshold:g} "
+                                 "(THRESHOLD)")),
         ]  # fmt: skip
 
     # ---- running
@@ -193,7 +199,9 @@ class ImpreciseProgram(Program):
         """Per plan, F: no point before it can come (-inf before any event)."""
         if latest is None:
             return np.full(len(self.plans), np.iinfo(np.int64).min)
-        return np.array([latest - s.before for s in self.specs], dtype=np.int64)
+        if any(s.from_data for s in self.specs):
+            raise QueryError(STREAM_WIDTH)  # a batch run reads U_max from the data first
+        return np.array([latest - s.before for s in self.specs], dtype=np.int64)  # type: ignore[operator]
 
     def _release(self, state: ImpreciseState, rows: pd.DataFrame, frontier) -> pd.DataFrame:
         final = rows[FINAL].to_numpy() < frontier[rows[PLAN].to_numpy()]
@@ -233,7 +241,9 @@ class ImpreciseProgram(Program):
             if not len(events):
                 continue
             found = self.algorithm(events, self.patterns[i]).run()
-            found = _anchored(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
+            found = _kept(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
+            if self.specs[i].threshold is not None:
+                found = _kept(found, found.confidence >= self.specs[i].threshold)
             if not len(found):
                 continue
             out = self._match_rows(plan, frame, events, found)
@@ -271,10 +281,11 @@ class ImpreciseProgram(Program):
         return pd.DataFrame(out)
 
 
-def _anchored(found: Found, owned) -> Found:
-    if owned is None or owned.all():
+def _kept(found: Found, keep) -> Found:
+    """The signatures where `keep` holds (all when None)."""
+    if keep is None or keep.all():
         return found
-    return Found(found.idx[owned], found.start[owned], found.end[owned], found.confidence[owned])
+    return Found(found.idx[keep], found.start[keep], found.end[keep], found.confidence[keep])
 
 
 def _return_values(expr: ast.Expr, plan: Plan, events, idx) -> list:
@@ -300,6 +311,15 @@ def _typed(values: list, kind: str):
     return values
 
 
+def _width_words(spec: IntervalSpec) -> str:
+    if spec.from_data:
+        return (
+            "U_max (the largest upper - lower) read from the input in a batch run; a stream "
+            "needs WIDTH AT MOST or --max-width"
+        )
+    return f"at most {spec.max_width} ticks wide (U_max)"
+
+
 def interval_checks(spec: IntervalSpec, time_col: str) -> list[RowCheck]:
     """The row checks of an interval time (docs/imprecise.md, "Rejected rows")."""
     lo, hi = spec.lower, spec.upper
@@ -318,11 +338,14 @@ def interval_checks(spec: IntervalSpec, time_col: str) -> list[RowCheck]:
             op("and", op("<=", lo, ts), op("<=", ts, hi)),
             f"{time_col} lies outside its interval [{lo_text}, {hi_text}]",
         ),
-        RowCheck(
-            op("<=", op("-", hi, lo), width),
-            f"the interval [{lo_text}, {hi_text}] is wider than U_max = {spec.max_width}",
-        ),
     ]
+    if not spec.from_data:  # else U_max is the widest of these rows
+        checks.append(
+            RowCheck(
+                op("<=", op("-", hi, lo), width),
+                f"the interval [{lo_text}, {hi_text}] is wider than U_max = {spec.max_width}",
+            )
+        )
     if spec.pmf_col:
         pmf = ast.AttrRef(NO_VAR, spec.pmf_col)
         points = op("+", op("-", hi, lo), ast.Literal(1))

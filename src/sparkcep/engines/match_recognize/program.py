@@ -31,6 +31,7 @@ from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
 from sparkcep.plan.match_recognize import rangeable
 from sparkcep.prep.table import frame_ticks
+from sparkcep.timeunits import describe_window
 
 CTX = "__ctx"  # a row kept only for PREV, before the next attempt
 COV = "__cov"  # the row is in a match already found
@@ -351,7 +352,12 @@ def explain_lines(program: MrProgram) -> list[tuple[str, str]]:
             ("order", ", ".join(order) + f", then {row_id}: rows with equal values are in sequence")
         )
     if plan.window is not None:
-        lines.append(("window", f"{plan.window} (last - first < {plan.window}, in ticks)"))
+        unit = "us" if plan.time_kind == "timestamp" else program.options.time_unit
+        written = spec.query.within
+        within = (written.amount, written.unit) if written is not None else None
+        lines.append(
+            ("window", describe_window(plan.window, unit, within, "last - first < the window"))
+        )
     lines.append(("rows", ROWS_WORDS[(spec.rows, spec.empty)]))
     lines.append(("skip", SKIP_WORDS[spec.skip.mode].format(var=spec.skip.var)))
     for name, members in spec.subsets.items():

@@ -34,6 +34,7 @@ from sparkcep.plan import Plan
 from sparkcep.plan.sets import SesSpec, prune_level
 from sparkcep.prep.match_windows import WindowConditions, window_ends
 from sparkcep.prep.table import EventTable, build_table, frame_ticks
+from sparkcep.timeunits import duration_text
 
 OWN = "__own"  # whether an event may start a match (Spark's time ranges own their events)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -392,9 +393,13 @@ def _window_words(plan: Plan) -> str:
     inclusive = spec is not None and spec.inclusive
     tau = plan.window - 1 if inclusive else plan.window
     sign = "<=" if inclusive else "<"
+    within = plan.query.within
+    length = f"{tau} ticks"
+    if plan.time_kind != "timestamp" and plan.options.time_unit is None and within.unit:
+        length = duration_text(tau, None, (within.amount, within.unit))  # no ticks to say
     return (
-        f"each event's match window holds the events e with 0 <= e.ts - ts {sign} {tau} "
-        "ticks (Definition 3); A is called once the window is complete"
+        f"each event's match window holds the events e with 0 <= e.ts - ts {sign} {length} "
+        "(Definition 3); A is called once the window is complete"
     )
 
 
