@@ -273,7 +273,7 @@ class AggregateProgram(Program):
             frame, mask, seg_cols, keep_all=plan.strategy == "STRICT_CONTIGUITY", plan=plan
         )
         if len(table):
-            contribs = enumerate_contributions(plan, table, stats=state.stats)
+            contribs = enumerate_contributions(plan, table, self.budget, stats=state.stats)
         else:
             contribs = Contributions.empty(channels_of(plan))
         trigger_owned = new.copy()

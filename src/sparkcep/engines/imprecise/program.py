@@ -232,7 +232,7 @@ class ImpreciseProgram(Program):
             events = interval_events(plan, frame, self.signatures.plan_mask(plan, mask), segments)
             if not len(events):
                 continue
-            found = self.algorithm(events, self.patterns[i]).run()
+            found = self.algorithm(events, self.patterns[i], budget=self.budget).run()
             found = _anchored(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
             if not len(found):
                 continue
