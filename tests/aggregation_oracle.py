@@ -1,8 +1,10 @@
 """Brute-force oracle for AGG queries, from the definition in docs/aggregation.md:
 
-one row per trigger event e (an event that can bind the last positive component: its
+a row per trigger event e (an event that can bind the last positive component: its
 type and the conditions on that variable alone hold, in a group), with each aggregate
-over the matches m of e's group with m.end <= ts(e) and ts(e) - m.start < w.
+over the matches m of e's group with m.end <= ts(e) and ts(e) - m.start < w; under EMIT
+ON MATCH (the default) only for the triggers where a match of e's group has
+m.end = ts(e), under EMIT EVERY TRIGGER for every trigger.
 
 The matches come from the pattern oracle (tests/oracle.py), by enumeration; nothing here
 uses the engines.
@@ -114,6 +116,8 @@ def oracle_aggregate(
             m for m in matches
             if m["end"] <= t and t - m["start"] < w and all(m.get(g) == e.get(g) for g in groups)
         ]  # fmt: skip
+        if q.emit != "every trigger" and not any(m["end"] == t for m in chosen):
+            continue  # EMIT ON MATCH: no match of the group ends at this instant
         row = {"ts": t, **{g: e.get(g) for g in groups}, "__id": e[id_col]}
         for name, func, var, attr in items:
             if func == "count":

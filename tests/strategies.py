@@ -157,6 +157,7 @@ def agg_queries(draw):
     text += f" WITHIN {draw(st.integers(1, 8))}"
     if draw(st.integers(0, 3)) == 0:
         text += " ORDER BY ts, seq"
+    text += draw(st.sampled_from(["", "", " EMIT ON MATCH", " EMIT EVERY TRIGGER"]))
     return text
 
 

@@ -121,6 +121,42 @@ def test_example_9_multi_connect_equals_unshared():
     assert got[got["query"] == "all"]["count"].max() > 0
 
 
+@pytest.mark.parametrize("algorithm", ["aseq", "twostep"])
+def test_a_row_where_new_matches_end_unless_every_trigger_is_asked(algorithm):
+    events = pd.DataFrame({"type": list("ABBABB"), "ts": [0, 1, 2, 3, 7, 8], "ip": list("xxyyxy")})
+    query = "PATTERN SEQ(A a, B b) GROUP BY ip AGG COUNT AS n WITHIN 6"
+    # by hand: x has A0-B1 (B7 is 7 after A0), y has A3-B8; B2 (y) has no A before it
+    # and B7 (x) ends no match while A0's window is over: both count 0
+    got = aggregate_local(events, query, algorithm=algorithm)
+    assert sorted(rows(got, ["ts", "ip", "n"])) == [(1, "x", 1), (8, "y", 1)]
+    every = aggregate_local(events, query + " EMIT EVERY TRIGGER", algorithm=algorithm)
+    assert sorted(rows(every, ["ts", "ip", "n"])) == [
+        (1, "x", 1), (2, "y", 0), (7, "x", 0), (8, "y", 1),
+    ]  # fmt: skip
+    explicit = aggregate_local(events, query + " EMIT ON MATCH", algorithm=algorithm)
+    assert explicit.equals(got)
+
+
+def test_a_trigger_that_ends_no_match_gives_no_row_even_in_a_full_window():
+    events = pd.DataFrame({"type": list("ABB"), "ts": [0, 1, 2], "v": [1, 5, 0]})
+    query = "PATTERN SEQ(A a, B b) WHERE a.v < b.v AGG COUNT AS n WITHIN 10"
+    # A0-B1 matches (1 < 5), A0-B2 does not (1 < 0 is false): at 2 the window still
+    # holds A0-B1, but no match ends there
+    assert rows(aggregate_local(events, query), ["ts", "n"]) == [(1, 1)]
+    every = aggregate_local(events, query + " EMIT EVERY TRIGGER")
+    assert rows(every, ["ts", "n"]) == [(1, 1), (2, 1)]
+
+
+def test_emit_belongs_to_agg_and_explain_names_it():
+    from sparkcep import explain
+
+    with pytest.raises(QueryError, match="EMIT says when an AGG query gives a row"):
+        aggregate_local(letters("AB"), "PATTERN SEQ(A a, B b) WITHIN 3 EMIT EVERY TRIGGER")
+    assert "EMIT ON MATCH" in explain("PATTERN SEQ(A a, B b) AGG COUNT WITHIN 5")
+    text = explain("PATTERN SEQ(A a, B b) AGG COUNT WITHIN 5 EMIT EVERY TRIGGER")
+    assert "also where no match ends" in text
+
+
 def test_sum_avg_min_max_are_exact():
     stream = pd.DataFrame(
         {"type": list("ABABC"), "ts": [1, 2, 3, 4, 5], "price": [1.0, 10.0, 2.0, 20.0, 7.0]}

@@ -116,6 +116,18 @@ def test_the_same_run_under_a_larger_budget_completes():
     assert len(rows) == 2**14 - 1
 
 
+KLEENE_COUNT = "PATTERN SEQ(A+ a[], B b) AGG COUNT AS n WITHIN 1000"
+
+
+def test_an_agg_query_answered_by_enumeration_stops_at_its_budget():
+    # a Kleene AGG query enumerates its matches: 2^20 - 1 of them exceed 5 MB
+    with pytest.raises(TooManyMatches, match="memory budget of 5 MB"):
+        run_local(kleene_events(20), KLEENE_COUNT, memory_budget=5 * MB)
+    # within the budget it finishes: the B at 11 ends every nonempty subset of 10 A's
+    rows = run_local(kleene_events(10), KLEENE_COUNT, memory_budget=5 * MB).matches
+    assert rows["n"].tolist() == [2**10 - 1]
+
+
 # ---- real processes under an address-space limit ----------------------------------
 
 LIMIT = 1500 * MB  # the process's address space: Python, pandas and a 300 MB budget fit

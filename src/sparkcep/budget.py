@@ -1,13 +1,16 @@
 """The memory budget of a run: how much the matches and partial matches a program
-holds may take (`--memory-budget`, `Options.memory_budget`), and sizes as written."""
+holds may take (`--memory-budget`, `Options.memory_budget`) and how many matches it
+needs (`--max-matches`), as one `Budget` every matcher is given; and sizes as written."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from sparkcep.errors import DataError
+from sparkcep.errors import DataError, SparkcepError
 
 DEFAULT_MEMORY_BUDGET = 2 * 2**30  # 2 GiB: fits a laptop next to Spark's JVM
+CELL_BYTES = 72  # one cell of a match (a position, an id), with its copies on the way out
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -35,3 +38,74 @@ def describe_size(n: int) -> str:
     if n >= 2**30:
         return f"{n / 2**30:.1f} GB"
     return f"{n / 2**20:.0f} MB"
+
+
+class TooManyMatches(SparkcepError):
+    """A run stopped because what it must hold exceeds the memory budget."""
+
+
+def budget_message(found: int, budget: int) -> str:
+    """The one line a run that cannot go on stops with: the cause, then the remedies."""
+    return (
+        f"stopped after {found:,} matches: holding more would exceed the memory budget of "
+        f"{describe_size(budget)}; give a key (WHERE [k]), a smaller window, or "
+        "--max-matches N, or raise --memory-budget"
+    )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the matchers of one program may hold: `memory` bytes of matches and partial
+    matches, and `max_matches` (None: no cap; the search may stop once it has them).
+    Every program has one, from its options (`Program.budget`), and hands it to each
+    matcher it builds; a matcher counts what it holds on a `Meter`.
+
+    >>> meter = Budget(memory=2**20).meter()
+    >>> meter.hold(2**19, matches=3)
+    >>> meter.hold(2**19 + 1, matches=1)
+    Traceback (most recent call last):
+    ...
+    sparkcep.budget.TooManyMatches: stopped after 4 matches: holding more would exceed \
+the memory budget of 1 MB; give a key (WHERE [k]), a smaller window, or --max-matches N, \
+or raise --memory-budget
+    """
+
+    memory: int = DEFAULT_MEMORY_BUDGET
+    max_matches: int | None = None
+
+    @staticmethod
+    def of(options) -> Budget:
+        """The budget a run's `Options` give (`memory_budget` None: the default)."""
+        return Budget(options.memory_budget or DEFAULT_MEMORY_BUDGET, options.max_matches)
+
+    def meter(self) -> Meter:
+        return Meter(self)
+
+
+class Meter:
+    """What one matcher holds now (bytes) and the matches it found, against its budget."""
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+        self.held = 0
+        self.found = 0
+
+    def hold(self, nbytes: int, matches: int = 0) -> None:
+        """`nbytes` more held (and `matches` more found); stops beyond the budget."""
+        self.held += nbytes
+        self.found += matches
+        self.check()
+
+    def release(self, nbytes: int) -> None:
+        self.held -= nbytes
+
+    def check(self, also: int = 0) -> None:
+        """Stops the run when what is held, and `also` bytes on the way, exceed the budget."""
+        if self.held + also > self.budget.memory:
+            raise TooManyMatches(budget_message(self.found, self.budget.memory))
+
+    @property
+    def capped(self) -> bool:
+        """Whether `max_matches` matches have been found (the search may stop)."""
+        cap = self.budget.max_matches
+        return cap is not None and self.found >= cap

@@ -18,6 +18,11 @@ The checks, for the events of each partition of the stream fed in time order:
   same rows in the same order;
 - `count` is the number of rows `run` gives (with events owned by a time range too).
 
+And, for the engine itself (`check_memory_budget`): its `crowded_example` over a crowded
+stream stops with the budget's error under a small memory budget and finishes under the
+default one; an engine that holds no matches keeps a state that does not grow with the
+stream instead.
+
 >>> from sparkcep.engines.base import ENGINES, choose
 >>> from sparkcep.plan import analyze
 >>> check_engine(choose(analyze("PATTERN SEQ(A a, B b) WITHIN 3")))
@@ -32,6 +37,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import TooManyMatches
 from sparkcep.engines.base import Engine, Program, compile_jobs
 from sparkcep.engines.state import decode_state, encode_state
 from sparkcep.errors import DataError
@@ -87,6 +93,63 @@ def check_engine(engine: Engine, events: pd.DataFrame | None = None, seeds: int 
             program = compile_one(query, stream)
             for check in yield_checks(engine):
                 check(program, stream)
+    check_memory_budget(engine)
+
+
+SMALL_BUDGET = 16 * 2**10  # bytes: far below what the crowded example holds
+
+
+def crowded_events(n: int = 200) -> pd.DataFrame:
+    """Types A, B, C, D in turn, one per tick, one key: within a window of 1000 every A
+    comes before every later B: 1,275 (A, B) pairs of 50 A's and 50 B's."""
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "type": np.array(list("ABCD"))[np.arange(n) % 4],
+            "ts": np.arange(n),
+            "v": (np.arange(n) % 5).astype(float),
+            "k": np.zeros(n, dtype=np.int64),
+            "seq": np.zeros(n, dtype=np.int64),
+        }
+    )
+
+
+def check_memory_budget(engine: Engine) -> None:
+    """The engine's crowded example stops with the budget's error under a small memory
+    budget and finishes under the default one; an engine that holds no matches keeps a
+    state that does not grow with the stream."""
+    assert engine.crowded_example, f"{engine.name} names no crowded_example"
+    events = crowded_events()
+    if not engine.holds_matches:
+        check_state_stays_bounded(engine, events)
+        return
+    options = Options(id_col="id", algorithm=engine.name)
+    small = compile_one(
+        engine.crowded_example, events, replace(options, memory_budget=SMALL_BUDGET)
+    )
+    try:
+        small.run(small.in_order(events))
+    except TooManyMatches:
+        pass
+    else:
+        raise AssertionError(
+            f"{engine.name}: the crowded example ran within {SMALL_BUDGET:,} bytes"
+        )
+    program = compile_one(engine.crowded_example, events, options)
+    assert len(program.run(program.in_order(events))), "the default budget gave no rows"
+
+
+def check_state_stays_bounded(engine: Engine, events: pd.DataFrame) -> None:
+    """Fed the crowded stream in batches, the stored state of the second half of the
+    stream is no larger than that of the first half (it holds no match)."""
+    options = Options(id_col="id", algorithm=engine.name)
+    program = compile_one(engine.crowded_example, events, options)
+    state, sizes = program.new_state(), []
+    for lo in range(0, len(events), 10):
+        program.process(state, program.in_order(events.iloc[lo : lo + 10]))
+        sizes.append(len(encode_state(state)))
+    half = len(sizes) // 2
+    assert max(sizes[half:]) <= max(sizes[:half]) * 1.1, f"{engine.name}: the state grows"
 
 
 # ---- helpers ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import Budget
 from sparkcep.engines.arrays import lexsort
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language import ast
@@ -173,6 +174,9 @@ class Program(ABC):
     def __init__(self, plans: Sequence[Plan], names: Sequence[str | None], options: Options):
         self.plans = tuple(plans)
         self.options = options
+        # What its matchers may hold (--memory-budget) and need (--max-matches): each
+        # matcher the program builds is given it.
+        self.budget = Budget.of(options)
         # Names label the rows when several queries run together (compile_jobs names them).
         self.names = tuple(names) if any(n is not None for n in names) else None
         self.id_col = options.id_col  # runners set it (row numbers when the input has none)
@@ -359,6 +363,14 @@ class Engine(ABC):
     # A few queries over columns type, ts, v, k, seq and id that exercise the engine:
     # the conformance suite (`sparkcep.checks`) runs every check on them.
     examples: ClassVar[tuple[str, ...]] = ()
+    # Whether its programs hold matches or partial matches (their matchers then count
+    # them against `Program.budget`); False: its state is counters, bounded without one.
+    holds_matches: ClassVar[bool] = True
+    # A query that finds many matches on a crowded stream (`sparkcep.checks.crowded_events`:
+    # every event within the window of every other): the suite checks that a small memory
+    # budget stops it and the default one lets it finish (for an engine that holds no
+    # matches, that its state stays bounded).
+    crowded_example: ClassVar[str] = ""
 
     @abstractmethod
     def reason(self, plan: Plan) -> str | None:

@@ -192,6 +192,8 @@ class Query:
     group_by: tuple[str, ...] = ()
     group_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     aggregates: tuple[OutputItem, ...] = ()
+    emit: str | None = None  # EMIT ON MATCH | EMIT EVERY TRIGGER: "match" | "every trigger"
+    emit_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)
     # probabilistic detection (docs/ayac.md): MISSING RATE, DELAY, THRESHOLD, USING MODEL
     missing_rates: tuple[MissingRate, ...] = ()
     missing_span: Span = field(compare=False, repr=False, default_factory=Span.unknown)

@@ -45,6 +45,7 @@ CLAUSE_FIELDS = {
     "time_clause": "TIME",
     "skip_clause": "AFTER MATCH SKIP",
     "timeouts_clause": "OUTPUT TIMEOUTS",
+    "emit_clause": "EMIT",
 }
 
 
@@ -283,6 +284,12 @@ class _ToAst(Transformer):
 
     def agg_clause(self, meta, children):
         return "agg_clause", _span(meta), {"aggregates": tuple(children)}
+
+    def emit_on_match(self, meta, children):
+        return "emit_clause", _span(meta), {"emit": "match", "emit_span": _span(meta)}
+
+    def emit_every_trigger(self, meta, children):
+        return "emit_clause", _span(meta), {"emit": "every trigger", "emit_span": _span(meta)}
 
     def missing_clause(self, meta, children):
         span = _span(meta)

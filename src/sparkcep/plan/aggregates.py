@@ -21,6 +21,11 @@ class AggregateClauses:
             raise self.error(
                 "GROUP BY needs an AGG clause (AGG COUNT, SUM(v.x), ...)", q.group_span
             )
+        if q.emit is not None and not q.aggregates:
+            raise self.error(
+                "EMIT says when an AGG query gives a row: this query has no AGG clause",
+                q.emit_span,
+            )
         if q.aggregates and q.returns:
             raise self.error(
                 "a query has either AGG (aggregates over matches) or RETURN (one row per "
@@ -31,7 +36,8 @@ class AggregateClauses:
     def _aggregate_spec(self) -> AggregateSpec | None:
         if not self.query.aggregates:
             return None
-        return AggregateSpec(self._agg_items(), self.query.group_by)
+        q = self.query
+        return AggregateSpec(self._agg_items(), q.group_by, q.emit or "match")
 
     def _group_equalities(self) -> list[ast.Expr]:
         """GROUP BY g partitions the stream by g: every event of a match shares it."""

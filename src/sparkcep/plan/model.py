@@ -131,6 +131,9 @@ class AggregateSpec:
 
     items: tuple[AggItem, ...]
     group_by: tuple[str, ...] = ()
+    # When a row is given: "match", at a trigger whose instant ends new matches of its
+    # group (EMIT ON MATCH, the default); "every trigger" (EMIT EVERY TRIGGER).
+    emit: str = "match"
 
     def attributes(self) -> list[str]:
         return [i.attr for i in self.items if i.attr is not None]

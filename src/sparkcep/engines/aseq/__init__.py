@@ -52,6 +52,8 @@ class _AggregateEngine(Engine):
         "PATTERN SEQ(A a, B b) WHERE [k] AGG COUNT, AVG(a.v) AS av WITHIN 4",
         "PATTERN SEQ(A a, B b) WHERE a.v < b.v GROUP BY k AGG COUNT, MAX(b.v) AS m WITHIN 5",
     )
+    # The counters hold no match; a query they cannot express enumerates its matches.
+    crowded_example = "PATTERN SEQ(A a, B b) WHERE a.v <= b.v AGG COUNT WITHIN 1000"
 
     def applies_to(self, plan) -> bool:
         return plan.aggregate is not None

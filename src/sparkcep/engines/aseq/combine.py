@@ -250,9 +250,10 @@ class Triggers:
 
 def combine(
     plan: Plan, contributions: Contributions, trig: Triggers, cgroup: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Each aggregate at each trigger (arrays aligned with `trig`); `cgroup` is the
-    output group of each contribution."""
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each aggregate at each trigger (arrays aligned with `trig`), and the number of
+    matches of the trigger's group that end at its time (EMIT ON MATCH reports the
+    triggers where it is not 0); `cgroup` is the output group of each contribution."""
     w = window_of(plan)
     n = len(trig.ts)
     c = contributions
@@ -276,6 +277,7 @@ def combine(
     end_keys = key(cgroup, c.end)[by_end]
     start_keys = key(cgroup, c.start)[by_start]
     upto_end = np.searchsorted(end_keys, key(trig.group, trig.ts), side="right")
+    before_end = np.searchsorted(end_keys, key(trig.group, trig.ts), side="left")
     group_lo_end = np.searchsorted(end_keys, _group_floor(trig.group, span), side="left")
     upto_start = np.searchsorted(start_keys, key(trig.group, trig.ts - w), side="right")
     group_lo_start = np.searchsorted(start_keys, _group_floor(trig.group, span), side="left")
@@ -292,6 +294,10 @@ def combine(
 
     out: dict[str, np.ndarray] = {}
     count = window_total(c.count)
+    ended = np.zeros(n, dtype=np.int64)
+    if len(c.count):
+        by_end_count = _cumsum0(c.count[by_end])
+        ended = by_end_count[upto_end] - by_end_count[before_end]
     for item in plan.aggregate.items:
         if item.func == "count":
             out[item.name] = count
@@ -310,7 +316,7 @@ def combine(
         else:
             values = moments.mins if item.func == "min" else moments.maxs
             out[item.name] = _sweep_extreme(item.func, cgroup, c.start, c.end, values, trig, w)
-    return out
+    return out, ended
 
 
 def _group_floor(group: np.ndarray, span: int) -> np.ndarray:

@@ -37,6 +37,11 @@ from sparkcep.prep.layout import RANGE
 from sparkcep.prep.table import EventTable, build_table, frame_ticks, segment_firsts
 
 SHARING = ("chop", "prefix", "none")
+EMIT_WORDS = {
+    "match": "only at the events where new matches of the group end (EMIT ON MATCH; "
+    "EMIT EVERY TRIGGER: at each such event, count 0 too)",
+    "every trigger": "at each such event, also where no match ends (EMIT EVERY TRIGGER)",
+}
 NEW = "__new"
 
 
@@ -170,6 +175,7 @@ class AggregateProgram(Program):
                     counters_reason(plan)
                 )
             lines.append(("path", path))
+            lines.append(("rows", EMIT_WORDS[plan.aggregate.emit]))
         if self.forest is not None and len(self.plans) > 1:
             lines += [("sharing", text) for text in self.forest.describe()]
         return lines
@@ -273,7 +279,7 @@ class AggregateProgram(Program):
             frame, mask, seg_cols, keep_all=plan.strategy == "STRICT_CONTIGUITY", plan=plan
         )
         if len(table):
-            contribs = enumerate_contributions(plan, table, stats=state.stats)
+            contribs = enumerate_contributions(plan, table, self.budget, stats=state.stats)
         else:
             contribs = Contributions.empty(channels_of(plan))
         trigger_owned = new.copy()
@@ -330,7 +336,7 @@ class AggregateProgram(Program):
             [codes[nsegments:], segment_code[contribs.segment[ncarried:]]]
         )
         triggers = Triggers(pos, table.ts[pos], trigger_group)
-        values = combine(plan, contribs, triggers, contribution_group)
+        values, ended = combine(plan, contribs, triggers, contribution_group)
         rows = table.row[pos]
         out = {"ts": batch.frame[self.options.time_col].to_numpy()[rows]}
         for g in self.group_by:
@@ -338,6 +344,8 @@ class AggregateProgram(Program):
         for item in plan.aggregate.items:
             out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
         order = np.lexsort((pos, table.ts[pos], trigger_group))
+        if plan.aggregate.emit == "match":  # only where the trigger's instant ends matches
+            order = order[(ended > 0)[order]]
         return pd.DataFrame(out).iloc[order].reset_index(drop=True)
 
     def _query_rows(self, outs: list[tuple[int, pd.DataFrame]], frame) -> pd.DataFrame:

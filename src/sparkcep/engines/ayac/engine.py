@@ -26,6 +26,7 @@ class AyacEngine(Engine):
         "PATTERN SEQ(A a, !C y, B b) WHERE [k] AND y.v = a.v WITHIN 4 ORDER BY ts, seq "
         "MISSING RATE 0.25 THRESHOLD 0.1",
     )
+    crowded_example = "PATTERN SEQ(A a, B b) WITHIN 1000 MISSING RATE 0.01 THRESHOLD 0.5"
 
     def applies_to(self, plan) -> bool:
         return isinstance(plan.spec, AyacSpec)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparkcep.budget import CELL_BYTES, Budget
 from sparkcep.engines.ayac.automaton import SkipAutomaton
 from sparkcep.engines.ayac.queues import ArrivalQueue, NegativeQueue
 from sparkcep.expressions import Vec, evaluate
@@ -164,7 +165,10 @@ class ArrivalBounds:
 class MatchGenerator:
     """Backward match generation with early pruning (§4.2) for one plan over a table."""
 
-    def __init__(self, automaton: SkipAutomaton, table: EventTable, queues, negatives):
+    def __init__(
+        self, automaton: SkipAutomaton, table: EventTable, queues, negatives, budget: Budget
+    ):
+        self.meter = budget.meter()  # the paths held count against the budget
         self.nfa = automaton
         self.plan = automaton.plan
         self.table = table
@@ -197,14 +201,17 @@ class MatchGenerator:
         frontier: list[list[Paths]] = [[] for _ in range(k)]
         frontier[k - 1].append(Paths(ends.astype(np.int64), bind, np.ones(len(ends))))
         done = []
+        path_bytes = (k + 2) * CELL_BYTES  # its end, bound events and score
         for b in range(k - 1, -1, -1):
             paths = Paths.concat(frontier[b], k)
             if not len(paths):
                 continue
             done.append(self._close(paths, b))
+            self.meter.hold(len(done[-1]) * path_bytes, matches=len(done[-1]))
             for a in range(b - 1, -1, -1):
                 if self.nfa.kept(a, b):
                     frontier[a].append(self._extend(paths, a, b))
+                    self.meter.hold(len(frontier[a][-1]) * path_bytes)
         return Paths.concat(done, k)
 
     # ---- steps

@@ -245,7 +245,7 @@ class AyacProgram(Program):
             negatives[comp.index] = NegativeQueue(
                 table.segment[at], table.order[at], table.ts[at], index=at
             )
-        paths = MatchGenerator(nfa, table, queues, negatives).run(ends)
+        paths = MatchGenerator(nfa, table, queues, negatives, self.budget).run(ends)
         if not len(paths):
             return self.empty(frame)
         return self._rows(plan, frame, table, paths)

@@ -43,6 +43,7 @@ __all__ = ["DirectMatchEngine", "EpisodeProgram", "EpisodeState", "EpisodesEngin
 
 
 class _EpisodeEngine(Engine):
+    crowded_example = "EPISODE (A a, B b; a -> b) WITHIN 1000 PREDICT C WITHIN 1000"
     examples: ClassVar[tuple[str, ...]] = (
         "EPISODE (A a, B b, C c; a -> c, b -> c) WITHIN 6 PREDICT D WITHIN 9",
         "RULE ab: EPISODE (A a, B b; a -> b) WHERE [k] WITHIN 4 PREDICT C WITHIN 6"

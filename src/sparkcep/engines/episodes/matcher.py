@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparkcep.budget import CELL_BYTES, Budget
 from sparkcep.engines.episodes.cbr import CBR
 from sparkcep.engines.episodes.rules import RuleSet
 from sparkcep.engines.episodes.tofel import ToFel
@@ -63,9 +64,10 @@ class _Lows(dict):
 class Matcher:
     """Min-latest occurrences of a rule set over the segments of a stream."""
 
-    def __init__(self, rules: RuleSet, algorithm: str):
+    def __init__(self, rules: RuleSet, algorithm: str, budget: Budget | None = None):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
+        self.budget = budget or Budget()  # the occurrences a `feed` holds count against it
         self.rules = rules
         self.algorithm = algorithm
         self.cbr = [CBR(rule) for rule in rules.rules]
@@ -84,9 +86,13 @@ class Matcher:
         starts = [*np.flatnonzero(new_instant).tolist(), n]
         found: list[Found] = []
         symbols, ticks = symbols.tolist(), ticks.tolist()
+        meter = self.budget.meter()
         for a, b in itertools.pairwise(starts):
             mine = owned is None or bool(owned[b - 1])
+            before = len(found)
             self._instant(seg, symbols[a:b], ticks[a], times[a:b], ids[a:b], mine, found)
+            for occurrence in found[before:]:  # its ids, positions, start, end and rule
+                meter.hold((3 + 2 * len(occurrence.ids)) * CELL_BYTES, matches=1)
         return found
 
     def _start_capacity(self) -> int:

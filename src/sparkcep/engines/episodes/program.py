@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import Budget
 from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
 from sparkcep.engines.episodes.matcher import ALGORITHMS, Found, Matcher
 from sparkcep.engines.episodes.rules import RuleSet
@@ -73,6 +74,7 @@ class EpisodeProgram(Program):
         # file has thousands of vertices, so here the signatures are the symbols.
         self.plans = tuple(plans)
         self.options = options
+        self.budget = Budget.of(options)
         self.names = tuple(names) if any(n is not None for n in names) else None
         self.id_col = options.id_col
         first = self.plans[0]
@@ -89,7 +91,7 @@ class EpisodeProgram(Program):
         if self.symbol is None:
             for code, name in enumerate(self.rules.symbols):
                 self.signatures.items.append(SymbolSignature(name, (), code, code))
-        self.matcher = Matcher(self.rules, algorithm)
+        self.matcher = Matcher(self.rules, algorithm, self.budget)
         self._output = self._declared_output()
 
     # ---- what the program needs and gives

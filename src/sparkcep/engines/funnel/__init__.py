@@ -45,6 +45,8 @@ class FunnelEngine(Engine):
         "FUNNEL SEQ(A a, ANY b, C c) WHERE [k] AND b.v > 1 WITHIN 4 ORDER BY ts, seq",
         "FUNNEL SEQ(A a, B b) WITHIN 3",
     )
+    holds_matches = False  # per key, the latest start of each step
+    crowded_example = "FUNNEL SEQ(A a, B b, C c) WITHIN 10"
 
     def applies_to(self, plan) -> bool:
         return isinstance(plan.spec, FunnelSpec)

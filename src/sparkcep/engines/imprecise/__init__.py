@@ -44,6 +44,7 @@ __all__ = ["ImpreciseEngine", "ImpreciseProgram", "ImpreciseState"]
 
 
 class ImpreciseEngine(Engine):
+    crowded_example = "PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 1000"
     """Pattern queries over interval times, by one algorithm."""
 
     algorithm: type[Algorithm] = QueryOrder

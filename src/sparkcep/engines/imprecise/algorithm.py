@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from sparkcep.budget import CELL_BYTES, Budget
 from sparkcep.engines.imprecise.bounds import ValidBounds
 from sparkcep.engines.imprecise.candidates import nelt_holds
 from sparkcep.engines.imprecise.confidence import AnyConfidence, NextConfidence, in_unit_range
@@ -45,9 +46,15 @@ class Algorithm(ABC):
     name: ClassVar[str]
     words: ClassVar[str]  # what `explain` says of it
 
-    def __init__(self, events: IntervalEvents, pattern: Pattern):
+    def __init__(self, events: IntervalEvents, pattern: Pattern, budget: Budget | None = None):
         self.events = events
         self.pattern = pattern
+        self.meter = (budget or Budget()).meter()  # what the partial matches may hold
+
+    def hold(self, cells: int) -> None:
+        """Stops the run when the (partial) matches held, `cells` positions in all,
+        exceed the budget."""
+        self.meter.check(also=cells * CELL_BYTES)
 
     @abstractmethod
     def run(self) -> Found: ...

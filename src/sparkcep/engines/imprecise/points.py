@@ -78,14 +78,16 @@ class PointMatcher:
         self.events, self.pattern = events, pattern
         self.start, self.stop = start, stop
 
-    def matches(self, points) -> tuple[np.ndarray, np.ndarray]:
-        """(events, points) of every point match: two (matches, l) arrays."""
+    def matches(self, points, hold=lambda cells: None) -> tuple[np.ndarray, np.ndarray]:
+        """(events, points) of every point match: two (matches, l) arrays; `hold` is
+        told the cells held after each instant (it stops a run beyond its budget)."""
         ev_all, pattern = self.events, self.pattern
         w, length = pattern.window, pattern.length
         ev = np.full((0, length), -1, np.int64)
         pt = np.zeros((0, length), np.int64)
         nelt = np.zeros(0, np.int64)  # NELT of each run's last event, for its next component
         done: list[tuple[np.ndarray, np.ndarray]] = []
+        done_cells = 0
         for t, group in itertools.groupby(points, key=lambda point: point[0]):
             if len(ev):  # runs that can still grow
                 keep = t - pt[:, 0] < w
@@ -118,6 +120,8 @@ class PointMatcher:
             new_ev, new_pt = new_ev[~complete], new_pt[~complete]
             ev, pt = np.concatenate([ev, new_ev]), np.concatenate([pt, new_pt])
             nelt = np.concatenate([nelt, self._nelt(new_ev, new_pt)])
+            done_cells += done[-1][0].size * 2
+            hold(done_cells + ev.size * 2)
         if not done:
             return np.zeros((0, length), np.int64), np.zeros((0, length), np.int64)
         return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
@@ -240,8 +244,8 @@ class PointBased(Algorithm):
         "and NELT, match collapsing (the paper's baseline)"
     )
 
-    def __init__(self, events: IntervalEvents, pattern: Pattern, trace: bool = False):
-        super().__init__(events, pattern)
+    def __init__(self, events: IntervalEvents, pattern: Pattern, trace: bool = False, budget=None):
+        super().__init__(events, pattern, budget)
         self.trace = trace
         self.point_matches: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
 
@@ -250,7 +254,7 @@ class PointBased(Algorithm):
         parts = []
         for start, stop in segments(ev):
             points = StreamExpansion(ev, start, stop, pattern.max_width)
-            evs, pts = PointMatcher(ev, pattern, start, stop).matches(points)
+            evs, pts = PointMatcher(ev, pattern, start, stop).matches(points, self.hold)
             if not len(evs):
                 continue
             if self.trace:

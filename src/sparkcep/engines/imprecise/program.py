@@ -240,7 +240,7 @@ class ImpreciseProgram(Program):
             events = interval_events(plan, frame, self.signatures.plan_mask(plan, mask), segments)
             if not len(events):
                 continue
-            found = self.algorithm(events, self.patterns[i]).run()
+            found = self.algorithm(events, self.patterns[i], budget=self.budget).run()
             found = _kept(found, owned[events.row[found.idx[:, 0]]] if len(found) else None)
             if self.specs[i].threshold is not None:
                 found = _kept(found, found.confidence >= self.specs[i].threshold)

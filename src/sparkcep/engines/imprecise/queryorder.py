@@ -75,6 +75,7 @@ class QueryOrder(EventBased):
             p, e = p[keep], e[keep]
         new_vlb, new_vubs, ok = ValidBounds.one_pass(vlb[p], vubs[p], ev.lo[e], ev.hi[e], w)
         rows = np.concatenate([idx[p], e[:, None]], axis=1)
+        self.hold(rows.size)
         return rows[ok], new_vlb[ok], new_vubs[ok]
 
     def _nelt(self, idx, p, e, j):

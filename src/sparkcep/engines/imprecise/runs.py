@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkcep.budget import CELL_BYTES, Meter
 from sparkcep.engines.imprecise.algorithm import EventBased
 from sparkcep.engines.imprecise.events import IntervalEvents, Pattern
 from sparkcep.expressions import truth
@@ -37,8 +38,10 @@ HIGH = np.iinfo(np.int64).max // 4
 class RunSet:
     """The live runs of one segment, and the complete ones found so far."""
 
-    def __init__(self, events: IntervalEvents, pattern: Pattern, in_order: bool):
+    def __init__(self, events: IntervalEvents, pattern: Pattern, in_order: bool, meter: Meter):
         self.events, self.pattern = events, pattern
+        self.meter = meter  # the runs and the complete ones count against the budget
+        self.done_cells = 0
         self.in_order = in_order  # query order: runs grow from E_1 only
         self.length = pattern.length
         self.conditions = [
@@ -79,6 +82,7 @@ class RunSet:
         complete = (ev != FREE).all(axis=1)
         if complete.any():
             self.done.append(ev[complete])
+            self.done_cells += ev[complete].size
             if self.bounds is not None:
                 for row, lo, hi in zip(ev[complete], vlb[complete], vub[complete]):
                     self.bounds[tuple(row.tolist())] = (lo.tolist(), hi.tolist())
@@ -86,6 +90,7 @@ class RunSet:
         self.ev = np.concatenate([self.ev, ev[keep]])
         self.vlb = np.concatenate([self.vlb, vlb[keep]])
         self.vub = np.concatenate([self.vub, vub[keep]])
+        self.meter.check(also=(self.done_cells + self.ev.size) * CELL_BYTES)
 
     def _candidates(self, e: int, j: int) -> np.ndarray:
         ev = self.ev
@@ -184,13 +189,13 @@ class AnyState(EventBased):
     name = "imprecise-anystate"
     words = "event-based, any-state evaluation in arrival order with run pruning"
 
-    def __init__(self, events: IntervalEvents, pattern: Pattern, trace: bool = False):
-        super().__init__(events, pattern)
+    def __init__(self, events: IntervalEvents, pattern: Pattern, trace: bool = False, budget=None):
+        super().__init__(events, pattern, budget)
         self.trace = trace
         self.last_bounds: dict = {}
 
     def _runs(self, in_order: bool) -> RunSet:
-        runs = RunSet(self.events, self.pattern, in_order)
+        runs = RunSet(self.events, self.pattern, in_order, self.meter)
         if self.trace:
             runs.bounds = self.last_bounds
         return runs

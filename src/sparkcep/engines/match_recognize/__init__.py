@@ -73,6 +73,11 @@ class MatchRecognizeEngine(Engine):
         "MEASURES COUNT(*) AS n, MATCH_NUMBER() AS m ALL ROWS PER MATCH "
         "PATTERN (A* | ^ B $) DEFINE A AS v > 2)",
     )
+    crowded_example = (
+        "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+        "ALL ROWS PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A X*) "
+        "DEFINE A AS type = 'A') WITHIN 1000"
+    )
 
     def applies_to(self, plan) -> bool:
         return isinstance(plan.spec, MatchRecognizeSpec)

@@ -172,7 +172,7 @@ class MrProgram(Program):
         marks = Marks(frame)
         known = _segment_states(state.segments, seg_cols)
         key_values = [frame[c].tolist() for c in seg_cols]
-        collector = RowCollector(q)
+        collector = RowCollector(q, self.budget.meter())
         for lo, hi in bounds:
             key = tuple(values[lo] for values in key_values)
             offset, mn = known.get(key, (0, 0))

@@ -15,16 +15,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import CELL_BYTES, Meter
 from sparkcep.engines.match_recognize.expressions import EmptyView, MatchView
 
 MATCH, EMPTY, UNMATCHED = "match", "empty", "unmatched"
 
 
 class RowCollector:
-    """Gathers the source row and the measures of each output row."""
+    """Gathers the source row and the measures of each output row, counted on `meter`
+    (the program's budget)."""
 
-    def __init__(self, query):
+    def __init__(self, query, meter: Meter):
         self.q = query
+        self.meter = meter
+        self.row_bytes = (2 + len(query.spec.output)) * CELL_BYTES
         self.source: list[int] = []  # the row whose input columns an output row has
         self.values: list[list] = [[] for _ in query.measures]
 
@@ -53,6 +57,7 @@ class RowCollector:
             self._row(pos, [f(view) for _, f in q.measures])
 
     def _row(self, source: int, values: list):
+        self.meter.hold(self.row_bytes, matches=1)
         self.source.append(source)
         for column, value in zip(self.values, values):
             column.append(value)

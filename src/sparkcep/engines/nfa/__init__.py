@@ -52,6 +52,7 @@ class NfaEngine(Engine):
         "PATTERN SEQ(A a, B b) STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 4",
         "PATTERN SEQ(A a, B b) WHERE [k] STRATEGY STRICT_CONTIGUITY WITHIN 4 ORDER BY ts, seq",
     )
+    crowded_example = "PATTERN SEQ(A a, B b) WITHIN 1000"
 
     def applies_to(self, plan) -> bool:
         return plan.spec is None

@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparkcep.budget import DEFAULT_MEMORY_BUDGET, describe_size
+from sparkcep.budget import CELL_BYTES, Budget, TooManyMatches, budget_message
 from sparkcep.engines.arrays import lexsort
 from sparkcep.engines.arrays import ranges as _ranges
-from sparkcep.errors import SparkcepError
 from sparkcep.expressions import Vec, evaluate, truth
 from sparkcep.language import ast
 from sparkcep.plan import AGGREGATES, Condition, NegationCheck, Plan, PlanComponent
@@ -42,23 +41,10 @@ START_CHUNK = 20_000  # start events per pass; runs never interact, so chunks ar
 CHUNK_ROWS = 200_000  # partial matches one binding builds at once (more: split the runs)
 KEEP_ROWS = 20_000  # complete matches turned into output at once
 NODE_BYTES = 16  # a Kleene element node: its position and its parent
-ROW_BYTES = 72  # an int64 cell of a match, with its copies on the way out (sort, frame, text)
+ROW_BYTES = CELL_BYTES  # an int64 cell of a match, with its copies on the way out
 LIST_BYTES = 300  # a Kleene list: its numpy array, then its Python list of ids
 ELEMENT_BYTES = 48  # an element of a Kleene list, as position, id and Python int
 VALUE_BYTES = 64  # a RETURN value, as a Python object and its pandas cell
-
-
-class TooManyMatches(SparkcepError):
-    """A run stopped because what it must hold exceeds the memory budget."""
-
-
-def budget_message(found: int, budget: int) -> str:
-    """The one line a run that cannot go on stops with: the cause, then the remedies."""
-    return (
-        f"stopped after {found:,} matches: holding more would exceed the memory budget of "
-        f"{describe_size(budget)}; give a key (WHERE [k]), a smaller window, or "
-        "--max-matches N, or raise --memory-budget"
-    )
 
 
 @dataclass
@@ -173,14 +159,13 @@ class PatternMatcher:
         self,
         plan: Plan,
         table: EventTable,
-        *,
-        max_matches: int | None = None,
-        memory_budget: int | None = None,
+        budget: Budget | None = None,
     ):
         self.plan = plan
         self.t = table
-        self.max_matches = max_matches
-        self.budget = memory_budget or DEFAULT_MEMORY_BUDGET
+        budget = budget or Budget()
+        self.max_matches = budget.max_matches
+        self.budget = budget.memory
         self.found = 0  # complete matches kept so far
         self.held_bytes = 0  # what the kept matches will take, as output rows
         self.alive_rows = 0  # partial matches in the chunks on the way
@@ -788,10 +773,10 @@ def _concat(parts: list[Matches]) -> Matches:
 
 
 def find_matches(plan: Plan, table: EventTable, **kwargs) -> Matches:
-    """Every match of `plan` in `table` (all partitions), in output order."""
-    max_matches = kwargs.pop("max_matches", None)
-    budget = kwargs.pop("memory_budget", None)
-    return PatternMatcher(plan, table, max_matches=max_matches, memory_budget=budget).run(**kwargs)
+    """Every match of `plan` in `table` (all partitions), in output order (within
+    `budget`, a keyword: the default one when not given)."""
+    budget = kwargs.pop("budget", None)
+    return PatternMatcher(plan, table, budget).run(**kwargs)
 
 
 @dataclass(frozen=True)

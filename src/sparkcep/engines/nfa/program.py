@@ -8,7 +8,7 @@ with a negation at the end, once time passes its window (`advance`, `flush`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -184,7 +184,7 @@ class NfaProgram(Program):
                 attributes=plan.engine_attributes(),
                 keep_unmatched=plan.strategy == "STRICT_CONTIGUITY",
             )
-            rows = timeout_rows(plan, frame, table, after, upto, self.id_col or "")
+            rows = timeout_rows(plan, frame, table, after, upto, self.id_col or "", self.budget)
             if len(rows) and self.names is not None:
                 rows.insert(0, QUERY, self.names[i])
             parts.append(rows)
@@ -274,13 +274,9 @@ class NfaProgram(Program):
             if not len(table):
                 continue
             rows = table.row
-            matcher = PatternMatcher(
-                plan,
-                table,
-                # AFTER MATCH SKIP chooses among all the candidates: the runner caps rows
-                max_matches=None if i in self._skips else self.options.max_matches,
-                memory_budget=self.options.memory_budget,
-            )
+            # AFTER MATCH SKIP chooses among all the candidates: the runner caps rows
+            budget = replace(self.budget, max_matches=None) if i in self._skips else self.budget
+            matcher = PatternMatcher(plan, table, budget)
             args = {
                 "starts": None if starts is None else starts[rows],
                 "ends": None if ends is None else ends[rows],

@@ -32,6 +32,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import Budget
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_output
 from sparkcep.plan import Plan
@@ -67,13 +68,14 @@ def _bindings(plan: Plan, matches: Matches) -> list[tuple]:
 
 
 def timed_out(
-    plan: Plan, table: EventTable, after: int | None, upto: int | None
+    plan: Plan, table: EventTable, after: int | None, upto: int | None, budget: Budget
 ) -> list[tuple[Plan, Matches, np.ndarray]]:
     """Per number of bound components i, the partial matches never extended whose window
     closes in (after, upto] (None: unbounded), as (prefix plan, its matches, which)."""
     k = len(plan.positives)
     levels = [prefix_plan(plan, i) for i in range(1, k + 1)]
-    found = [PatternMatcher(p, table).run() for p in levels]
+    every = replace(budget, max_matches=None)  # which are extended needs all of them
+    found = [PatternMatcher(p, table, every).run() for p in levels]
     binds = [_bindings(p, m) for p, m in zip(levels, found)]
     out = []
     for i in range(k - 1):
@@ -91,11 +93,13 @@ def timed_out(
     return out
 
 
-def timeout_rows(plan: Plan, frame, table: EventTable, after, upto, id_col: str) -> pd.DataFrame:
+def timeout_rows(
+    plan: Plan, frame, table: EventTable, after, upto, id_col: str, budget: Budget
+) -> pd.DataFrame:
     """The rows of the partial matches that timed out in (after, upto]."""
     names = [c.name for c in plan_output(plan, id_col)]
     parts = []
-    for prefix, matches, stuck in timed_out(plan, table, after, upto):
+    for prefix, matches, stuck in timed_out(plan, table, after, upto, budget):
         picked = _take(matches, np.flatnonzero(stuck))
         rows = match_rows(prefix, frame, table, picked, id_col)
         rows[TIMEOUT] = True

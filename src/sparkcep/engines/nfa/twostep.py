@@ -3,8 +3,11 @@ pattern matcher, then aggregate. Each match is one contribution for `combine`.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from sparkcep.budget import Budget
 from sparkcep.engines.aseq.combine import Contributions, Moments, channels_of
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
@@ -12,10 +15,11 @@ from sparkcep.prep.table import EventTable
 
 
 def enumerate_contributions(
-    plan: Plan, table: EventTable, stats: dict | None = None, **kwargs
+    plan: Plan, table: EventTable, budget: Budget, stats: dict | None = None, **kwargs
 ) -> Contributions:
-    """The two-step method: every match, from nfa, is one contribution."""
-    matcher = PatternMatcher(plan, table)
+    """The two-step method: every match, from nfa, is one contribution. Every match is
+    needed for the aggregates: the budget bounds what is held, never a match count."""
+    matcher = PatternMatcher(plan, table, replace(budget, max_matches=None))
     matches = matcher.run(**kwargs)
     if stats is not None:
         stats["partial_matches"] = stats.get("partial_matches", 0) + matcher.partial_matches

@@ -70,6 +70,7 @@ class SesEngine(Engine):
         "PATTERN SEQ({A a, b}, C c) WHERE a.v <= c.v AND b.type != 'D' WITHIN 3 SELECT ALL "
         "RETURN b.v AS bv",
     )
+    crowded_example = "PATTERN SEQ({A a}, {B b}) WITHIN 1000 SELECT ALL"
 
     def applies_to(self, plan) -> bool:
         return isinstance(plan.spec, SesSpec)
@@ -102,6 +103,7 @@ class JoinTreeEngine(Engine):
     examples = (
         "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 SELECT ALL",
     )
+    crowded_example = "PATTERN SEQ({A a}, {B b}) WITHIN 1000 SELECT ALL"
 
     def applies_to(self, plan) -> bool:
         return isinstance(plan.spec, SesSpec)
@@ -130,6 +132,7 @@ class NfaWindowsEngine(Engine):
     examples = (
         "PATTERN SEQ(A a, B+ b[], !D x) WHERE prev(b.v) <= b.v WITHIN 5 RETURN sum(b.v) AS s",
     )
+    crowded_example = "PATTERN SEQ(A a, B b) WITHIN 1000"
 
     def applies_to(self, plan) -> bool:
         return plan.spec is None

@@ -22,6 +22,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from sparkcep.budget import CELL_BYTES
 from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
@@ -269,10 +270,15 @@ class BindingProgram(WindowedProgram):
         matcher = self.make_matcher(plan, table, columns, key)
         found: list[Binding] = []
         firsts: list[int] = []
+        meter = self.budget.meter()
         for h in heads.tolist():
+            if meter.capped:
+                break
             for binding in matcher.matches(h, int(ends[h])):
                 found.append(binding)
                 firsts.append(h)
+                cells = 3 + sum(len(p) for p in binding.values())  # start, end, ids
+                meter.hold(cells * CELL_BYTES, matches=1)
         return bindings_to_matches(plan, table, Conditions(plan, columns), found, firsts)
 
 
@@ -328,7 +334,7 @@ class NfaWindowsProgram(WindowedProgram):
     def match_windows(self, plan, frame, table, heads, ends) -> Matches:
         starts = np.zeros(len(table), dtype=bool)
         starts[heads] = True
-        return PatternMatcher(plan, table).run(starts=starts)
+        return PatternMatcher(plan, table, self.budget).run(starts=starts)
 
     def matcher_words(self, plan: Plan) -> str:
         return "nfa: the runs that start at each candidate window's first event, all at once"
