@@ -620,7 +620,7 @@ def test_a_stream_reads_text_by_the_same_rules(spark, capsys, tmp_path):
     bad.mkdir()
     (bad / "a.csv").write_text("id,ts,type\n0,soon,A\n1,later,B\n")
     code, _, err = sparkcep(
-        capsys, "stream", QUERY, "-i", bad, "-o", tmp_path / "out2", "--checkpoint",
+        capsys, "stream", QUERY + " s", "-i", bad, "-o", tmp_path / "out2", "--checkpoint",
         tmp_path / "ck2", "--id", "id",
     )  # fmt: skip
     assert one_line(code, err) == (

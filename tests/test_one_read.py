@@ -101,8 +101,8 @@ CASES = {
         + "soon,A,1,1,d\n", True, ["QUERY", QUERY.replace("WITHIN 10", "WITHIN 10 s")],
     ),
     "bad_rows": (
-        HEADER + "1,A,1,1.0,a\n,B,1,2,b\n2,,1,3,c\n3,B,1,4,d,extra\nNA,A,1,1,e\n"
-        + "4,B,NA,9,f\n5,B,1,8,g\n4611686018427387905,A,1,1,h\n6,B,1,\xe9,i\n",
+        HEADER + "1,A,1,1.0,a\n,B,1,2,b\n2,,1,3,c\n3,B,1,4,d,extra\n  ,A,1,1,e\n"
+        + "4,B, ,9,f\n5,B,1,8,g\n4611686018427387905,A,1,1,h\n6,B,1,\xe9,i\n",
         True, [],
     ),
     # k: booleans in the first rows, a number later (a column of text)
@@ -211,15 +211,18 @@ def test_the_valid_rows_keep_only_the_columns_the_programs_read(spark, tmp_path)
 def test_the_guess_counts_only_the_types_that_decide():
     """A column guessed as integers is not read as booleans or timestamps; text is read
     every way (the choice rests on every count)."""
-    assert spark_once.counted_kinds("long") == ("long",)
-    assert spark_once.counted_kinds("double") == ("long", "double")
-    assert spark_once.counted_kinds("string") == spark_once.KINDS
+    assert spark_once.counted_kinds("long") == ("zeros", "long")
+    assert spark_once.counted_kinds("double") == ("zeros", "long", "double")
+    assert spark_once.counted_kinds("string") == ("zeros", *spark_once.KINDS)
     # 9 of 10 present cells are integers: integers (inputs.NUMERIC_SHARE is 0.9)
-    assert spark_once.chosen_kind({"any": 10, "long": 9}) == "long"
+    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 9}) == "long"
     # 8 of 10: not integers, and the double count is needed to say more
-    assert spark_once.chosen_kind({"any": 10, "long": 8}) is None
-    assert spark_once.chosen_kind({"any": 10, "long": 8, "double": 10}) == "double"
-    assert spark_once.chosen_kind({"any": 0, "long": 0}) == "string"
+    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 8}) is None
+    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 8, "double": 10}) == "double"
+    assert spark_once.chosen_kind({"any": 0, "zeros": 0, "long": 0}) == "string"
+    # a number written with a leading zero ('007'): text, whatever the others are
+    assert spark_once.chosen_kind({"any": 10, "zeros": 1, "long": 10}) == "string"
+    assert spark_once.chosen_kind({"any": 10, "long": 10}) is None  # zeros not counted
 
 
 def kept_rdds(spark) -> int:
