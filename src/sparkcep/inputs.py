@@ -256,9 +256,9 @@ def _numeric_column(values: pd.Series):
     """(the column as numbers, where a present cell is not one, how many present cells
     are numbers, how many are present); the column is None when under NUMERIC_SHARE of
     its present cells are numbers, or when a number is written with a leading zero
-    (LEADING_ZERO: ids and codes stay text, counted as no numbers). Text is judged once per distinct
-    value (a type column of a million rows holds a handful), which gives the same answer
-    as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
+    (LEADING_ZERO: ids and codes stay text, counted as no numbers). Text is judged once
+    per distinct value (a type column of a million rows holds a handful), which gives the
+    same answer as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
     if pd.api.types.infer_dtype(values, skipna=True) == "string":
         codes, uniques = pd.factorize(values)
         distinct = pd.Series(uniques, dtype=object)

@@ -87,7 +87,8 @@ def implausible_times(first: int | None, last: int | None, unit: str | None, tim
     """A warning when integer times read in `unit` fall outside PLAUSIBLE_YEARS, naming
     the unit that would fit them (the coarsest), else None.
 
-    >>> print(implausible_times(1086217263125, 1086217963125, "s", "ts"))  # doctest: +NORMALIZE_WHITESPACE
+    >>> warning = implausible_times(1086217263125, 1086217963125, "s", "ts")
+    >>> print(warning)  # doctest: +NORMALIZE_WHITESPACE
     the times of 'ts' read in s lie in the years 36390..36390, outside 1970..2100:
     ms would fit them (2004..2004); check --time-unit
     >>> implausible_times(1086217263125, 1086217963125, "ms", "ts") is None
