@@ -489,3 +489,141 @@ def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
     assert f"the checkpoint '{checkpoint}' is damaged" in line
     assert "delete it to start the stream over" in line
     shutil.rmtree(checkpoint)
+
+
+# ---- text read as times, nulls, numbers or text: one rule in every mode --------------------
+# The checks each way (CHECK_MODES), and Spark's checking pass reading the input twice.
+TYPE_MODES = [*CHECK_MODES, "spark-two-reads"]
+
+
+def run_typed(capsys, monkeypatch, mode, path, out, *more, query=QUERY):
+    if mode == "spark-two-reads":
+        from sparkcep.runners import spark_once
+
+        monkeypatch.setenv(spark_once.ENV, "0")
+        mode = "spark-full"
+    return run_mode(capsys, mode, path, out, *more, query=query)
+
+
+@pytest.mark.parametrize("mode", TYPE_MODES)
+def test_timestamp_text_is_read_by_one_rule(spark, capsys, monkeypatch, tmp_path, mode):
+    """A date written year first with '/' or '-', a time, a fraction and a zone is a
+    timestamp (docs/input.md); a date written day first is none, in every mode (Spark's
+    checking pass read '2014/10/22 ...' as no time, and took the column for integers)."""
+    path = tmp_path / "e.csv"
+    path.write_text(
+        "ts,type,v\n2014/10/22 11:15:41.000,A,1\n2014/10/22 11:15:45.500,B,2\n"
+        "2014/10/22 11:16:41.000,B,3\n2014-10-22T12:15:49+01:00,B,4\n22/10/2014 11:15:42,B,5\n"
+    )
+    out = tmp_path / "m.jsonl"
+    code, _, err = run_typed(capsys, monkeypatch, mode, path, out, query=QUERY + " s")
+    assert code == 0, err
+    # by hand: B 1 is 4.5 s after A, B 3 (11:15:49 UTC) 8 s; B 2 is 60 s after it
+    assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1), (0, 3)]
+    assert jsonl(out)[0]["start"] == "2014-10-22T11:15:41.000000Z"
+    rejected = jsonl(tmp_path / "m.rejected.jsonl")
+    assert [(r["__row"], r["reason"]) for r in rejected] == [
+        (4, "ts is not an integer or a timestamp")
+    ]
+
+
+ID_FILE = "case_id,type,ts\n00000000,A,1\n0,B,2\n01,A,3\n1,B,4\nNA,A,5\nNA,B,6\n00000000,B,8\n"
+
+
+@pytest.mark.parametrize("mode", TYPE_MODES)
+def test_na_is_a_value_and_ids_with_leading_zeros_stay_text(
+    spark, capsys, monkeypatch, tmp_path, mode
+):
+    """'NA' is a case like any other unless --null-value names it; '00000000' and '0',
+    '01' and '1' are four keys (a column with a leading zero stays text)."""
+    path = tmp_path / "e.csv"
+    path.write_text(ID_FILE)
+    out = tmp_path / "m.jsonl"
+    query = "PATTERN SEQ(A a, B b) WHERE [case_id] WITHIN 10"
+    code, _, err = run_typed(capsys, monkeypatch, mode, path, out, query=query)
+    assert code == 0, err
+    # by hand: key 00000000 has A 0 and B 6, key NA A 4 and B 5; 0, 01 and 1 have one each
+    got = [(r["case_id"], r["a"], r["b"]) for r in jsonl(out)]
+    assert got == [("00000000", 0, 6), ("NA", 4, 5)]
+    code, _, err = run_typed(
+        capsys, monkeypatch, mode, path, out, "--null-value", "NA", query=query
+    )
+    assert code == 0, err
+    assert [(r["case_id"], r["a"], r["b"]) for r in jsonl(out)] == [("00000000", 0, 6)]
+
+
+@pytest.mark.parametrize("mode", CHECK_MODES)
+def test_a_run_that_rejects_every_row_is_an_error(spark, capsys, tmp_path, mode):
+    """Every row rejected: exit 2 with one line saying why; the rejected rows are written."""
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type\nsoon,A\nlater,B\n")
+    out = tmp_path / "m.jsonl"
+    code, stdout, err = run_mode(capsys, mode, path, out)
+    line = one_line(code, err)
+    assert line == (
+        "error: every one of the 2 rows read was rejected (most often: ts is not an "
+        "integer or a timestamp, 2 rows)"
+    )
+    assert summary(stdout)["rejected"] == "2"
+    assert len(jsonl(tmp_path / "m.rejected.jsonl")) == 2
+
+
+UNIT_WARNING = (
+    "warning: the times of 'ts' read in s lie in the years 36390..36390, outside "
+    "1970..2100: ms would fit them (2004..2004); check --time-unit"
+)
+
+
+@pytest.mark.parametrize("mode", CHECK_MODES)
+def test_times_implausible_in_their_unit_are_warned_of(spark, capsys, tmp_path, mode):
+    """Millisecond times read as seconds lie 34,000 years ahead: the summary says so and
+    names the unit that fits; so does explain --input. The right unit gives no warning."""
+    path = tmp_path / "e.csv"
+    path.write_text("type,ts\nA,1086217263125\nB,1086217263126\n")
+    out = tmp_path / "m.jsonl"
+    code, _, err = run_mode(capsys, mode, path, out, "--time-unit", "s", query=QUERY + " s")
+    assert code == 0, err
+    assert UNIT_WARNING in " ".join(err.split())
+    code, _, err = run_mode(capsys, mode, path, out, "--time-unit", "ms", query=QUERY + " s")
+    assert code == 0 and "check --time-unit" not in err, err
+    if mode == "local":
+        code, stdout, _ = sparkcep(
+            capsys, "explain", QUERY + " s", "--input", path, "--time-unit", "s"
+        )
+        assert code == 0 and UNIT_WARNING[len("warning: ") :] in " ".join(stdout.split())
+
+
+def test_a_stream_reads_text_by_the_same_rules(spark, capsys, tmp_path):
+    """Streaming: '2014/10/22 ...' is a timestamp, 'NA' a case, '00000000' and '0' two
+    keys; a stream whose every row is rejected ends in one line, as a run does."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text(
+        "id,case_id,type,ts\n0,00000000,A,2014/10/22 11:15:01\n1,0,B,2014/10/22 11:15:02\n"
+        "2,01,A,2014/10/22 11:15:03\n3,1,B,2014/10/22 11:15:04\n4,NA,A,2014/10/22 11:15:05\n"
+        "5,NA,B,2014/10/22 11:15:06\n6,00000000,B,2014/10/22 11:15:08\n"
+        "7,x,C,2014/10/22 12:00:00\n"  # moves the watermark past the others
+    )
+    query = "PATTERN SEQ(A a, B b) WHERE [case_id] WITHIN 10 s"
+    out = tmp_path / "out"
+    code, _, err = sparkcep(
+        capsys, "stream", query, "-i", folder, "-o", out, "--checkpoint", tmp_path / "ck",
+        "--id", "id",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = [r for f in sorted(out.glob("batch-*.jsonl")) for r in jsonl(f)]
+    assert sorted((r["case_id"], r["a"], r["b"]) for r in rows) == [
+        ("00000000", 0, 6),
+        ("NA", 4, 5),
+    ]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a.csv").write_text("id,ts,type\n0,soon,A\n1,later,B\n")
+    code, _, err = sparkcep(
+        capsys, "stream", QUERY + " s", "-i", bad, "-o", tmp_path / "out2", "--checkpoint",
+        tmp_path / "ck2", "--id", "id",
+    )  # fmt: skip
+    assert one_line(code, err) == (
+        "error: every one of the 2 rows read was rejected (most often: ts: 'later' is not "
+        "a time, 1 row)"
+    )

@@ -109,3 +109,39 @@ def test_text_numbers_are_those_the_local_runner_reads(spark):
     df = spark.createDataFrame([(c,) for c in expected], "s string")
     got = dict(df.select("s", text_number(F.col("s"))).collect())
     assert got == expected
+
+
+def test_timestamp_text_is_read_alike_in_pandas_and_spark(spark):
+    """One rule for timestamp text (docs/input.md): a date written year first with '-'
+    or '/', an optional time, fraction and zone; the local runner (pandas) and Spark read
+    each cell to the same instant, or both to none. The instants are worked out by hand."""
+    import datetime as dt
+
+    import pandas as pd
+
+    from sparkcep.inputs import text_timestamps
+    from sparkcep.runners.spark_rows import text_timestamp
+
+    t = dt.datetime
+    expected = {
+        "2014/10/22 11:15:41.000": t(2014, 10, 22, 11, 15, 41),
+        "2014-10-22": t(2014, 10, 22),
+        "2014-1-2": t(2014, 1, 2),
+        " 2014-10-22T11:15 ": t(2014, 10, 22, 11, 15),
+        "2014-10-22 1:05:07": t(2014, 10, 22, 1, 5, 7),
+        "2014-10-22 11:15:41.1234567": t(2014, 10, 22, 11, 15, 41, 123456),
+        "2014-10-22T11:15:41Z": t(2014, 10, 22, 11, 15, 41),
+        "2014-10-22 12:15:41+01:00": t(2014, 10, 22, 11, 15, 41),
+        "2014/10/22 12:15:41+0100": t(2014, 10, 22, 11, 15, 41),
+        "2014-10-22T06:15:41-05": t(2014, 10, 22, 11, 15, 41),
+        "22/10/2014": None, "10/22/2014 11:15": None, "Oct 22 2014": None, "2014": None,
+        "2014-10": None, "2014-02-30": None, "2014-10-22 24:00:00": None, "2014/10-22": None,
+        "2014-10-22Z": None, "1414000000": None, "": None, "soon": None,
+    }  # fmt: skip
+    cells = list(expected)
+    local = text_timestamps(pd.Series(cells, dtype=object))
+    got_local = {c: (None if pd.isna(v) else v.to_pydatetime()) for c, v in zip(cells, local)}
+    df = spark.createDataFrame([(c,) for c in cells], "s string")
+    got_spark = dict(df.select("s", text_timestamp(F.col("s"))).collect())
+    assert got_local == expected
+    assert got_spark == expected

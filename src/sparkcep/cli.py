@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sparkcep.errors import QueryError, SparkcepError, raised_in_worker
+from sparkcep.errors import DataError, QueryError, SparkcepError, raised_in_worker
 from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
@@ -50,6 +50,14 @@ NameOpt = Annotated[
     str | None, typer.Option("--query", help="Which named query of the file to run.")
 ]
 SepOpt = Annotated[str, typer.Option("--sep", help="CSV field separator.")]
+NullOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--null-value",
+        help="A cell that means no value, besides an empty one (repeat for more: "
+        "--null-value NA --null-value n/a).",
+    ),
+]
 ColumnsOpt = Annotated[
     str | None,
     typer.Option(
@@ -163,10 +171,11 @@ def _pick(text: str, name: str | None) -> str:
     )
 
 
-def _reading(sep: str, columns: str | None) -> dict:
-    """How to read the input files: the CSV separator, and the names of headerless CSV."""
+def _reading(sep: str, columns: str | None, null_values: list[str] | None = None) -> dict:
+    """How to read the input files: the CSV separator, the names of headerless CSV, and
+    the cells that mean no value besides an empty one."""
     names = [c.strip() for c in columns.split(",")] if columns else None
-    return {"sep": sep, "columns": names}
+    return {"sep": sep, "columns": names, "null_values": tuple(null_values or ())}
 
 
 @dataclass
@@ -183,6 +192,20 @@ class Summary:
     engine_seconds: float | None = None
     warnings: list[str] = field(default_factory=list)
     capped: bool = False
+    reasons: dict[str, int] | None = None  # the rejected rows' reasons, when every row is
+
+    def all_rejected(self) -> str | None:
+        """The error of a run that rejected every row it read (it matched nothing)."""
+        if not self.events or self.rejected < self.events or not self.reasons:
+            return None
+        return all_rejected(self.events, self.reasons)
+
+
+def all_rejected(events: int, reasons: dict[str, int]) -> str:
+    """Every row read was rejected: say so, with the reason most rows have."""
+    reason, n = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    rows = f"{n:,} row{'' if n == 1 else 's'}"
+    return f"every one of the {events:,} rows read was rejected (most often: {reason}, {rows})"
 
 
 @app.command()
@@ -226,6 +249,7 @@ def run(
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
+    null_value: NullOpt = None,
     partitions: Annotated[
         int | None,
         typer.Option("--partitions", help="Spark partitions for the matching stage.", min=1),
@@ -263,16 +287,21 @@ def run(
     options = _query_options(text, options)
     with err.status("starting") as status:
         if local:
-            reading = _reading(sep, columns)
+            reading = _reading(sep, columns, null_value)
             summary = _run_local(text, input, output, rejected_path, options, reading, status)
         else:
             spark = (master, partitions)
-            reading = _reading(sep, columns)
+            reading = _reading(sep, columns, null_value)
             summary = _run_spark(
                 text, input, output, rejected_path, options, reading, spark, status
             )
     summary.seconds = time.time() - started
+    failure = summary.all_rejected()
+    if failure:  # its line says why; warnings about the rows that matched are noise
+        summary.warnings = []
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
+    if failure:
+        raise DataError(failure)
 
 
 def _query_options(text: str, options: Options) -> Options:
@@ -300,7 +329,9 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
         write_pandas(result.matches, output)
     _write_rejected_pandas(result.rejected, rejected_path)
     rows = result.row_count
+    everything = len(result.rejected) >= result.events_read
     return Summary(
+        reasons=result.rejected["reason"].value_counts().to_dict() if everything else None,
         mode="local (pandas, no Spark)",
         events=result.events_read,
         rejected=len(result.rejected),
@@ -372,6 +403,9 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
             n_rows, rejected, run_warnings = _spark_outputs(result, output, rejected_path, progress)
         finally:
             result.checked.release()
+    reasons = None
+    if rejected and rejected >= result.checked.events_read:  # every row (a job, then only)
+        reasons = _spark_reasons(result)
     mode = f"Spark ({spark.sparkContext.master})"
     if result.driver_checked:
         mode += f", rows checked in the driver (input under {result.driver_checked})"
@@ -384,7 +418,16 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         label=result.label,
         warnings=(early.caught if early else []) + run_warnings + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
+        reasons=reasons,
     )
+
+
+def _spark_reasons(result) -> dict[str, int]:
+    """How many rejected rows have each reason."""
+    if result.rejected_rows is not None:  # checked in the driver
+        return result.rejected_rows["reason"].value_counts().to_dict()
+    counts = result.rejected.groupBy("reason").count().collect()
+    return {r["reason"]: r["count"] for r in counts}
 
 
 def _start_spark(master, input, prepare=None):
@@ -524,6 +567,7 @@ def explain(
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
+    null_value: NullOpt = None,
     algorithm: AlgorithmOpt = None,
     sharing: SharingOpt = "prefix",
     prune: PruneOpt = None,
@@ -547,7 +591,7 @@ def explain(
         from sparkcep.inputs import ROW, schema_of, split_valid
         from sparkcep.runners.local import type_column
 
-        frame = read_pandas(input, **_reading(sep, columns))
+        frame = read_pandas(input, **_reading(sep, columns, null_value))
         types = type_column(frame.columns, text, options)
         valid, _ = split_valid(frame, time_col=options.time_col, type_col=types, id_col=id_col)
         schema = schema_of(valid.drop(columns=[ROW]))
@@ -629,6 +673,7 @@ def stream(
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
+    null_value: NullOpt = None,
     time_upper: TimeUpperOpt = None,
     pmf: PmfOpt = None,
     max_width: MaxWidthOpt = None,
@@ -654,9 +699,12 @@ def stream(
     from sparkcep.failures import streaming
 
     with err.status("starting Spark") as status, streaming(checkpoint):
-        run_opts = (master, max_files, _reading(sep, columns), timeout)
+        run_opts = (master, max_files, _reading(sep, columns, null_value), timeout)
         writer, progress = _stream(text, input, options, lateness, sinks, run_opts, status)
     _print_stream_summary(writer, progress, sinks, time.time() - started)
+    events = sum(p["numInputRows"] for p in progress)
+    if events and writer.totals["rejected"] >= events:
+        raise DataError(all_rejected(events, dict(writer.reasons)))
 
 
 def _stream(text, input, options, lateness, sinks, run_opts, status):

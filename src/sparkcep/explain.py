@@ -90,7 +90,7 @@ def _data_warnings(plan: Plan, program, events) -> list[str]:
 
     from sparkcep.engines.base import tie_warning
     from sparkcep.inputs import ROW
-    from sparkcep.runners.local import unknown_types
+    from sparkcep.runners.local import time_warnings, unknown_types
 
     if events is None:
         return []
@@ -101,7 +101,7 @@ def _data_warnings(plan: Plan, program, events) -> list[str]:
         out += [tie_warning(tied)] if tied else []
     if plan.options.type_col in events.columns:
         out += unknown_types([plan], set(events[plan.options.type_col].unique()))
-    return out
+    return out + time_warnings(plan.options, [events])
 
 
 def _window(plan: Plan) -> tuple[str, str]:

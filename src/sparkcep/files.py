@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.failures import reading
-from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON
+from sparkcep.inputs import CORRUPT, LEADING_ZERO, NULL_TOKENS, READ_REASON, null_cells
 from sparkcep.jsonlines import json_bytes
 from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
 from sparkcep.sizes import data_bytes as data_bytes
@@ -177,13 +178,20 @@ def _file_bytes(path: str) -> bytes:
 
 
 def read_pandas(
-    path: str, *, sep: str = ",", columns: list[str] | None = None, text: bool = False
+    path: str,
+    *,
+    sep: str = ",",
+    columns: list[str] | None = None,
+    text: bool = False,
+    null_values: tuple[str, ...] | list[str] = (),
 ) -> pd.DataFrame:
     """Event files as one pandas frame; `columns` names the columns of CSV files that
     have no header line. A malformed row (in CSV, a field count other than the header's;
     in JSON lines, a line that is not a JSON object) or a row that is not UTF-8 text is
     kept, marked for `inputs.split_valid` to reject with the reason (as Spark does).
-    `text`: CSV cells stay text (but the null tokens), as Spark reads them."""
+    `text`: CSV cells stay text (but the null tokens), as Spark reads them. A cell is
+    null when it is blank, or one of `null_values` (docs/input.md), as in Spark.
+    A CSV column with a number written with a leading zero ('007') stays text."""
     files, fmt = input_files(path)
     if fmt == "csv" and not columns:
         check_headers(files, sep)
@@ -191,7 +199,7 @@ def read_pandas(
     for f in files:
         with reading(f):
             if fmt == "csv":
-                frames.append(_read_csv(f, sep, columns, text))
+                frames.append(_read_csv(f, sep, columns, text, tuple(null_values)))
             elif fmt == "json":
                 frames.append(_read_jsonl(f))
             else:
@@ -200,23 +208,48 @@ def read_pandas(
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if not len(frame):
         raise DataError(f"the input '{path}' holds no events")
-    return frame
+    return null_cells(frame, null_values)
 
 
-def _read_csv(path: str, sep: str, names: list[str] | None, text: bool = False) -> pd.DataFrame:
+def _read_csv(
+    path: str, sep: str, names: list[str] | None, text: bool = False, null_values=()
+) -> pd.DataFrame:
     data = _file_bytes(path)
     header = list(names) if names else csv_header(path, sep)
     malformed = _malformed_csv_rows(data, sep, header, has_header=not names)
     options: dict = {"header": None, "names": header} if names else {}
-    if text:
-        options["dtype"] = str
     if malformed:  # line numbers (values never hold a line break: docs/input.md)
         options["skiprows"] = [row + (0 if names else 1) for row in malformed]
-    frame = pd.read_csv(
-        io.BytesIO(data), sep=sep, na_values=list(NULL_TOKENS), keep_default_na=False,
-        encoding="utf-8-sig", encoding_errors="replace", **options,
-    )  # fmt: skip
+
+    def parse(**more):
+        return pd.read_csv(
+            io.BytesIO(data), sep=sep, na_values=[*NULL_TOKENS, *null_values],
+            keep_default_na=False, encoding="utf-8-sig", encoding_errors="replace",
+            **options, **more,
+        )  # fmt: skip
+
+    if text:
+        frame = parse(dtype=str)
+    elif _may_need_text(data, sep):
+        cells = parse(dtype=str)
+        kept = [c for c in cells.columns if cells[c].str.match(KEEP_TEXT, na=False).any()]
+        frame = parse(dtype=dict.fromkeys(kept, str)) if kept else parse()
+    else:
+        frame = parse()
     return _not_utf8_rows(_with_malformed(frame, malformed), data)
+
+
+# Cells pandas' reader would read as numbers where Spark's checks do not (docs/input.md):
+# a number written with a leading zero (its column stays text) and 'nan' (no number).
+# Their columns are read as text and typed by the checks (inputs.numeric_columns).
+KEEP_TEXT = rf"(?:{LEADING_ZERO}|^\s*[+-]?(?i:nan)\s*$)"
+
+
+def _may_need_text(data: bytes, sep: str) -> bool:
+    """Whether a cell may be one of KEEP_TEXT (a quick look at the bytes; the cells
+    decide)."""
+    start = rb'(?:^|[\n"]|' + re.escape(sep.encode()) + rb")[ \t]*[+-]?"
+    return re.search(start + rb"(?:0[0-9]|(?i:nan))", data, re.M) is not None
 
 
 def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bool) -> dict:
@@ -246,7 +279,8 @@ def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bo
 
 def _read_jsonl(path: str) -> pd.DataFrame:
     data = _file_bytes(path).removeprefix(b"\xef\xbb\xbf")
-    options = {"lines": True, "precise_float": True, "encoding_errors": "replace"}
+    # strings stay text (pandas would read "007" as 7): the checks type them, as Spark's
+    options = {"lines": True, "precise_float": True, "encoding_errors": "replace", "dtype": False}
     try:
         frame = pd.read_json(io.BytesIO(data), **options)
         malformed: dict[int, str] = {}

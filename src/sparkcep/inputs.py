@@ -16,8 +16,21 @@ ORDER_COL = "__order"  # the input's row order as the time (MATCH_RECOGNIZE with
 REASON = "reason"
 CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
-# Cells that mean "no value" in text input (CSV), the same for pandas and Spark.
-NULL_TOKENS = ("", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None")
+# Cells that mean "no value" in text input (CSV), the same for pandas and Spark: an empty
+# (or blank) cell only; the user may name more (`--null-value`, `null_values=`), since a
+# word such as 'NA' is a value (a case id, a country code).
+NULL_TOKENS = ("",)
+# Timestamp text, the one rule of every reader (docs/input.md): a date written year
+# first with '-' or '/', then optionally a time after 'T' or a space (hours and minutes,
+# seconds, a fraction, read to the microsecond) and a zone ('Z', '+01:00', '+0100', '-05').
+TIMESTAMP_TEXT = (
+    r"^\s*[0-9]{4}([-/])[0-9]{1,2}\1[0-9]{1,2}"
+    r"([T ][0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?\s*$"
+)
+ZONED = r":[0-9]{2}(?:\.[0-9]*)?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)\s*$"  # timestamp text with a zone
+# A number written with a leading zero ('007', '01'): an id or a code, not a quantity; a
+# text column holding one stays text, so that '01' and '1' stay two values.
+LEADING_ZERO = r"^\s*[+-]?0[0-9]"
 # A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
 # numbers: those cells are not numbers, and a query that reads the column rejects their
 # rows with the reason (docs/language.md, "Input").
@@ -35,6 +48,21 @@ def text_warning(col: str, numbers: int, present: int) -> str:
 
 
 OUT_OF_RANGE = "{time_col} is out of range (integer times lie within ±2^62)"
+
+
+def null_cells(frame: pd.DataFrame, null_values=()) -> pd.DataFrame:
+    """Text cells that mean no value as nulls: blank once their spaces are trimmed, or
+    (trimmed) one of the user's `null_values` (Spark's rule too: spark_rows._null_tokens)."""
+    tokens = {*NULL_TOKENS, *(v.strip(" ") for v in null_values)}
+    out = {}
+    for col in frame.columns:
+        if col in (CORRUPT, READ_REASON) or frame[col].dtype != object:
+            continue
+        cells = frame[col]
+        blank = cells.map(lambda v: isinstance(v, str) and v.strip(" ") in tokens)
+        if blank.any():
+            out[col] = cells.where(~blank.astype(bool), None)
+    return frame.assign(**out) if out else frame
 
 
 def split_valid(
@@ -121,7 +149,7 @@ def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:
     numbers = pd.to_numeric(text.where(~integer), errors="coerce").astype(np.float64)
     integral = numbers.notna() & (numbers == numbers.round())
     n_numbers = int(integral.sum()) + int(integer.sum())
-    stamps = pd.to_datetime(text, errors="coerce", utc=True, format="mixed")
+    stamps = text_timestamps(text)
     n_stamps = int(stamps.notna().sum())
     if n_numbers >= n_stamps:
         out, bad, far = _integral(numbers.to_numpy(dtype=np.float64, na_value=np.nan), col.index)
@@ -131,8 +159,30 @@ def _parse_time(col: pd.Series) -> tuple[pd.Series, np.ndarray, np.ndarray]:
             bad[integer] = False
             far[integer] = exact_far
         return out, bad, far
-    stamps = stamps.dt.tz_localize(None)
     return stamps, stamps.isna().to_numpy(), none
+
+
+def text_timestamps(text: pd.Series) -> pd.Series:
+    """Text as timestamps (UTC, naive, to the microsecond; NaT where a cell is not one by
+    TIMESTAMP_TEXT), as Spark reads them (`spark_rows.text_timestamp`).
+
+    >>> text_timestamps(pd.Series(["2014-1-2T10:00+01:00", "22/10/2014", "2014/10/22 11:15"]))
+    0   2014-01-02 09:00:00
+    1                   NaT
+    2   2014-10-22 11:15:00
+    dtype: datetime64[ns]
+    """
+    text = text.astype("string")
+    ok = text.str.fullmatch(TIMESTAMP_TEXT).fillna(False).to_numpy(dtype=bool)
+    out = pd.Series(pd.NaT, index=text.index, dtype="datetime64[ns]")
+    zoned = text.str.contains(ZONED).fillna(False).to_numpy(dtype=bool)
+    # apart: pandas carries a zone over to the zoneless cells that follow it
+    for part in (ok & zoned, ok & ~zoned):
+        if part.any():
+            cells = text[part].str.strip().str.replace("/", "-", regex=False)
+            stamps = pd.to_datetime(cells, errors="coerce", utc=True, format="ISO8601")
+            out[part] = stamps.dt.tz_localize(None).dt.floor("us").to_numpy(dtype="datetime64[ns]")
+    return out
 
 
 def _in_range(ints: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -209,9 +259,10 @@ def numeric_columns(
 def _numeric_column(values: pd.Series):
     """(the column as numbers, where a present cell is not one, how many present cells
     are numbers, how many are present); the column is None when under NUMERIC_SHARE of
-    its present cells are numbers. Text is judged once per distinct
-    value (a type column of a million rows holds a handful), which gives the same answer
-    as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
+    its present cells are numbers, or when a number is written with a leading zero
+    (LEADING_ZERO: ids and codes stay text, counted as no numbers). Text is judged once
+    per distinct value (a type column of a million rows holds a handful), which gives the
+    same answer as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
     if pd.api.types.infer_dtype(values, skipna=True) == "string":
         codes, uniques = pd.factorize(values)
         distinct = pd.Series(uniques, dtype=object)
@@ -219,6 +270,8 @@ def _numeric_column(values: pd.Series):
         parsed = pd.to_numeric(distinct, errors="coerce")
         number = parsed.notna().to_numpy()
         present_cells, good = int(count.sum()), int(count[number].sum())
+        if distinct.str.match(LEADING_ZERO).any():  # ids or codes: text, and no warning
+            return None, None, 0, present_cells
         if not present_cells or good < NUMERIC_SHARE * present_cells:
             return None, None, good, present_cells
         ints = distinct[number].map(_integer_text)
@@ -238,6 +291,8 @@ def _numeric_column(values: pd.Series):
         return None, None, 0, 0
     numbers = pd.to_numeric(values.where(present), errors="coerce")
     good = int(numbers.notna().sum())
+    if values.map(lambda v: isinstance(v, str) and re.match(LEADING_ZERO, v) is not None).any():
+        return None, None, 0, n
     if good < NUMERIC_SHARE * n:
         return None, None, good, n
     # Integers when every number is written as one (as Spark reads text: "2.0" is a

@@ -110,3 +110,44 @@ def describe_window(ticks: int, unit: str | None, written, meaning: str) -> str:
     if written is None or written[1] is None:
         return f"{text} ({meaning})"
     return f"{text} ({meaning}; its ticks depend on the time column's unit)"
+
+
+# Integer times in a unit count from 1970 (the Unix epoch); those of real events lie
+# within these years (docs/input.md). Times outside them were most likely given the
+# wrong --time-unit, a mistake that changes every window without an error.
+PLAUSIBLE_YEARS = (1970, 2100)
+_YEAR_NANOS = 31_556_952 * 10**9  # a Gregorian year
+_PLAUSIBLE_NANOS = (0, 4_133_980_800 * 10**9)  # 1970-01-01 .. 2101-01-01 (exclusive)
+
+
+def implausible_times(first: int | None, last: int | None, unit: str | None, time_col: str):
+    """A warning when integer times read in `unit` fall outside PLAUSIBLE_YEARS, naming
+    the unit that would fit them (the coarsest), else None.
+
+    >>> warning = implausible_times(1086217263125, 1086217963125, "s", "ts")
+    >>> print(warning)  # doctest: +NORMALIZE_WHITESPACE
+    the times of 'ts' read in s lie in the years 36390..36390, outside 1970..2100:
+    ms would fit them (2004..2004); check --time-unit
+    >>> implausible_times(1086217263125, 1086217963125, "ms", "ts") is None
+    True
+    """
+    if first is None or last is None or unit not in TIME_UNITS:
+        return None
+
+    def fits(u: str) -> bool:
+        lo, hi = _PLAUSIBLE_NANOS
+        return lo <= first * NANOS[u] and last * NANOS[u] < hi
+
+    def years(u: str) -> str:
+        a, b = (1970 + (t * NANOS[u]) // _YEAR_NANOS for t in (first, last))
+        return f"{a}..{b}"
+
+    if fits(unit):
+        return None
+    lo, hi = PLAUSIBLE_YEARS
+    other = next((u for u in ("s", "ms", "us", "ns") if u != unit and fits(u)), None)
+    hint = f"{other} would fit them ({years(other)})" if other else "no unit would fit them"
+    return (
+        f"the times of '{time_col}' read in {unit} lie in the years {years(unit)}, outside "
+        f"{lo}..{hi}: {hint}; check --time-unit"
+    )

@@ -24,14 +24,22 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.files import data_bytes, input_files, read_pandas
-from sparkcep.inputs import CORRUPT, NULL_TOKENS, NUMERIC_SHARE, READ_REASON, REASON, ROW
+from sparkcep.inputs import (
+    CORRUPT,
+    NULL_TOKENS,
+    NUMERIC_SHARE,
+    READ_REASON,
+    REASON,
+    ROW,
+    TIMESTAMP_TEXT,
+)
 from sparkcep.plan import Options
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
 
 ENV = "SPARKCEP_DRIVER_CHECK_BYTES"
 DEFAULT_BYTES = 2**20  # the light driver's tiny input (spark_session.TINY_INPUT_BYTES)
 INTEGER = re.compile(r"^\s*[+-]?[0-9]+\s*$")
-MAY_BE_TIME = re.compile(r"^\s*[+-]?[0-9]")  # how every text Spark reads as a timestamp starts
+TIMESTAMP = re.compile(TIMESTAMP_TEXT)
 
 
 def driver_check_bytes() -> int:
@@ -91,6 +99,7 @@ class DriverChecked:
     limit: int  # the size under which inputs are checked in the driver
     sep: str = ","
     caught: list[str] = field(default_factory=list)  # warnings raised while checking
+    null_values: tuple[str, ...] = ()  # the user's null tokens (--null-value)
 
     @property
     def rejected(self) -> pd.DataFrame:
@@ -102,7 +111,7 @@ class DriverChecked:
         rows = rows.drop(columns=[READ_REASON], errors="ignore")
         if CORRUPT not in rows.columns:
             rows = rows.assign(**{CORRUPT: None})
-        rows = _malformed_cells(rows, self.columns, self.sep)
+        rows = _malformed_cells(rows, self.columns, self.sep, self.null_values)
         tail = [REASON] if self.id_col else [REASON, ROW]
         return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
 
@@ -131,7 +140,7 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
 def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
     from sparkcep.runners.spark import named_columns
 
-    frame = _null_tokens(read_pandas(path, text=True, **reading))
+    frame = read_pandas(path, text=True, **reading)
     columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
     type_col = type_column(frame.columns, queries, options)
     read = named_columns(queries, columns, options)
@@ -139,19 +148,25 @@ def _checked(path, reading, queries, options: Options, limit: int) -> DriverChec
     events = check_events(frame, queries, options, typed=typed)
     if any(_typed_otherwise(frame, events.valid, c) for c in typed):
         return None
-    sep = reading.get("sep", ",")
+    sep, nulls = reading.get("sep", ","), tuple(reading.get("null_values") or ())
     types = None
     if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
-        filled = _malformed_cells(frame, columns, sep) if CORRUPT in frame.columns else frame
+        filled = _malformed_cells(frame, columns, sep, nulls) if CORRUPT in frame else frame
         types = {str(t) for t in filled[type_col].dropna().unique()}
-    return DriverChecked(events, columns, options.id_col, len(frame), types, limit, sep=sep)
+    return DriverChecked(
+        events, columns, options.id_col, len(frame), types, limit, sep=sep, null_values=nulls
+    )
 
 
-def _malformed_cells(rows: pd.DataFrame, columns: list[str], sep: str) -> pd.DataFrame:
+def _malformed_cells(
+    rows: pd.DataFrame, columns: list[str], sep: str, null_values=()
+) -> pd.DataFrame:
     """A malformed row's cells as Spark's reader fills them from the row's text: its
     first fields, in order, as many as there are columns (none past its end); the null
     tokens null. They are not values read: only the rejected rows show them."""
     import csv
+
+    tokens = {*NULL_TOKENS, *(v.strip(" ") for v in null_values)}
 
     bad = rows[CORRUPT].notna().to_numpy()
     if not bad.any():
@@ -161,23 +176,9 @@ def _malformed_cells(rows: pd.DataFrame, columns: list[str], sep: str) -> pd.Dat
         fields = next(csv.reader([rows[CORRUPT].iloc[at]], delimiter=sep), [])
         for i, col in enumerate(columns):
             cell = fields[i] if i < len(fields) else None
-            null = cell is None or cell.strip(" ") in NULL_TOKENS
+            null = cell is None or cell.strip(" ") in tokens
             rows.iloc[at, rows.columns.get_loc(col)] = None if null else cell
     return rows
-
-
-def _null_tokens(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells that mean no value once their spaces are trimmed, as nulls (Spark
-    trims them; pandas' reader matches them exactly)."""
-    out = {}
-    for col in frame.columns:
-        if col in (CORRUPT, READ_REASON) or frame[col].dtype != object:
-            continue
-        cells = frame[col]
-        blank = cells.map(lambda v: isinstance(v, str) and v.strip(" ") in NULL_TOKENS)
-        if blank.any():
-            out[col] = cells.where(~blank.astype(bool), None)
-    return frame.assign(**out) if out else frame
 
 
 def _typed_otherwise(frame: pd.DataFrame, valid: pd.DataFrame, col: str) -> bool:
@@ -198,7 +199,7 @@ def _typed_otherwise(frame: pd.DataFrame, valid: pd.DataFrame, col: str) -> bool
         return False
     if present.str.lower().isin(("true", "false")).all():
         return True
-    return bool(present.map(lambda v: bool(MAY_BE_TIME.match(v))).all())
+    return bool(present.map(lambda v: bool(TIMESTAMP.match(v))).all())
 
 
 def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, dict]:

@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from sparkcep.errors import DataError
 from sparkcep.failures import damaged_checkpoint, reading
 from sparkcep.files import check_headers, check_names, file_format, input_files
-from sparkcep.inputs import CORRUPT, NULL_TOKENS, numeric_columns
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, null_cells, numeric_columns
 from sparkcep.runners.spark_rows import spark_type
 
 TYPES_FILE = "sparkcep-types.json"
@@ -240,7 +240,9 @@ class FolderSource(DataSource):
 # ---- the stream's types, decided once ------------------------------------------------------
 
 
-def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None) -> dict[str, str]:
+def stream_types(
+    folder: str, fmt: str, sep: str, header, checkpoint: str | None, null_values=()
+) -> dict[str, str]:
     """Column -> Spark type name: read from the checkpoint, or decided from the files
     present now (and written there)."""
     saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
@@ -253,14 +255,14 @@ def stream_types(folder: str, fmt: str, sep: str, header, checkpoint: str | None
             raise DataError(damaged_checkpoint(str(checkpoint), str(saved)))
         return types
     files, _ = input_files(folder)
-    types = _decide_types(files, fmt, sep, header)
+    types = _decide_types(files, fmt, sep, header, null_values)
     if saved is not None:
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(types))
     return types
 
 
-def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str]:
+def _decide_types(files: list[str], fmt: str, sep: str, header, null_values=()) -> dict[str, str]:
     if fmt == "parquet":
         with reading(files[0]):
             schema = pq.read_schema(files[0])
@@ -283,6 +285,7 @@ def _decide_types(files: list[str], fmt: str, sep: str, header) -> dict[str, str
         )
     check_names(columns, str(Path(files[0]).parent))
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:SAMPLE_ROWS]], dtype=object)
+    frame = null_cells(frame, null_values)
     typed, _, _ = numeric_columns(frame, skip=set())
     return {c: _pandas_kind(typed[c]) for c in columns}
 
@@ -308,11 +311,11 @@ def _arrow_kind(t: pa.DataType) -> str:
 
 
 def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | None,
-                max_files: int | None, checkpoint: str | None):  # fmt: skip
+                max_files: int | None, checkpoint: str | None, null_values=()):  # fmt: skip
     """The folder as a streaming DataFrame of text columns (typed columns for parquet),
     and the types its columns are read as (`typed_stream` applies them)."""
     spark.dataSource.register(FolderSource)
-    types = stream_types(folder, fmt, sep, columns, checkpoint)
+    types = stream_types(folder, fmt, sep, columns, checkpoint, null_values)
     if fmt == "parquet":
         schema = T.StructType([T.StructField(c, spark_type(_kind_of(t))) for c, t in types.items()])
     else:  # text, and the text of a malformed row
@@ -329,7 +332,12 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
     )
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
-    return reader.schema(schema).load(), types
+    df = reader.schema(schema).load()
+    if null_values:
+        from sparkcep.runners.spark_rows import _null_tokens
+
+        df = _null_tokens(df, null_values)
+    return df, types
 
 
 def _kind_of(spark_name: str) -> str:

@@ -37,6 +37,7 @@ from sparkcep.inputs import (
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
 from sparkcep.prep.table import MASK
+from sparkcep.timeunits import implausible_times
 
 
 @dataclass
@@ -90,6 +91,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
     if options.type_col in valid.columns:
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
     rejected = rejected.drop(columns=[ORDER_COL], errors="ignore")  # not the user's
+    warnings_ += time_warnings(options, [valid, checked.later])
     # Without an id column, a rejected row keeps its row number (ROW), as through Spark.
     if options.id_col is not None:
         rejected = rejected.drop(columns=[ROW])
@@ -177,6 +179,17 @@ def _seen(program: Program, valid: pd.DataFrame) -> pd.DataFrame:
     mask = program.mask(valid)
     events = valid.assign(**{MASK: mask})
     return events if program.keep_unmatched else events[mask != 0]
+
+
+def time_warnings(options: Options, frames: list[pd.DataFrame]) -> list[str]:
+    """A warning when the integer times of these rows, in the unit given, are not those of
+    real events (timeunits.implausible_times); the same for every runner."""
+    times = [f[options.time_col] for f in frames if len(f) and options.time_col in f]
+    if not times or not all(t.dtype.kind in "iu" for t in times):
+        return []
+    first, last = min(int(t.min()) for t in times), max(int(t.max()) for t in times)
+    warning = implausible_times(first, last, options.time_unit, options.time_col)
+    return [warning] if warning else []
 
 
 def unknown_types(plans: list[Plan], present: set) -> list[str]:

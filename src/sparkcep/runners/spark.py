@@ -46,6 +46,7 @@ from sparkcep.runners.spark_rows import (
     spark_type,
 )
 from sparkcep.runners.spark_session import spark_session
+from sparkcep.timeunits import implausible_times
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
 
@@ -78,6 +79,12 @@ class SparkRun:
         read = {c for p in self.programs for c in p.columns()}
         mostly = self.checked.mostly_text
         out += [text_warning(c, *mostly[c]) for c in mostly if c in read]
+        if self.checked.time_kind == "int":
+            options = self.plans[0].options
+            first, last = self.checked.min_tick, self.checked.max_tick
+            out += filter(
+                None, [implausible_times(first, last, options.time_unit, options.time_col)]
+            )
         return out + duplicate_warning(self.checked.duplicate_ids(), self.checked.id_col)
 
     @property

@@ -21,6 +21,7 @@ from sparkcep.files import (
     input_files,
     output_format,
 )
+from sparkcep.runners.spark_rows import _null_tokens
 
 # CSV inputs under this size (unpacked) are checked with one read (runners/spark_once.py);
 # their checked rows are kept for the run (in memory, on disk past it).
@@ -46,10 +47,13 @@ class SparkInput:
         return {"split_cols": self.split_cols, "infer_types": self.infer_types}
 
 
-def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = None) -> SparkInput:
+def read_spark(
+    spark, path: str, *, sep: str = ",", columns: list[str] | None = None, null_values=()
+) -> SparkInput:
     """Event files as a Spark DataFrame. CSV is read as text in one pass (the column
     types are inferred in the checking pass); malformed rows are kept for `rejected`.
-    `columns` names the columns of CSV files that have no header line."""
+    `columns` names the columns of CSV files that have no header line; a text cell in
+    `null_values` (trimmed) is null, as a blank one is (docs/input.md)."""
     files, fmt = input_files(path)
     head = None
     if fmt == "csv":
@@ -73,6 +77,9 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
         infer = True
         if data_bytes(files) < ONE_READ_BYTES:  # larger: two reads, nothing kept
             head = _head_cells(files[0], sep, header, has_header=not columns)
+        if head is not None and null_values:  # nulls, as the checking pass reads them
+            tokens = {v.strip(" ") for v in null_values}
+            head = {n: ["" if c.strip(" ") in tokens else c for c in cs] for n, cs in head.items()}
     elif fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
         infer = True  # a field of numbers and a few texts is read as text: type it
@@ -80,6 +87,8 @@ def read_spark(spark, path: str, *, sep: str = ",", columns: list[str] | None = 
         df = spark.read.parquet(*files)
         infer = False
     check_names([c for c in df.columns if c != CORRUPT], path)
+    if null_values:
+        df = _null_tokens(df, null_values)
     # The input order of the splits (row numbers follow it): by file, then offset; one
     # file needs no path (a text per row to group by and keep: G2, 1M events, one read:
     # 1.4 of 8.9 JVM CPU seconds).

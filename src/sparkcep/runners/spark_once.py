@@ -15,8 +15,10 @@ not read as a boolean or a timestamp at all, since those counts cannot change th
 
 SPARKCEP_ONE_READ=0 turns it off (docs/input.md).
 
->>> guess_kind(["1", " 22", "NA", "-3"]), guess_kind(["1.5", "2"]), guess_kind(["true", "x"])
+>>> guess_kind(["1", " 22", "", "-3"]), guess_kind(["1.5", "2"]), guess_kind(["true", "x"])
 ('long', 'double', 'string')
+>>> guess_kind(["1", "2", "007"]), guess_kind(["1", "NA"])
+('string', 'string')
 >>> guess_kind([str(i) for i in range(9)] + ["x"]), guess_kind(["2024-01-02", "2024-01-03 10:00"])
 ('long', 'timestamp')
 >>> guess_time(["1700000000000", "12", "3.0"]), guess_time(["2024-01-01 10:00:00"])
@@ -35,7 +37,7 @@ from pyspark.sql import functions as F
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT
-from sparkcep.inputs import NULL_TOKENS, REASON, ROW
+from sparkcep.inputs import LEADING_ZERO, NULL_TOKENS, REASON, ROW, TIMESTAMP_TEXT
 from sparkcep.prep.table import TICKS
 from sparkcep.runners.spark_rows import (
     AS_READ,
@@ -62,7 +64,8 @@ from sparkcep.runners.spark_session import setting
 
 ENV = "SPARKCEP_ONE_READ"
 INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs
-DATE = re.compile(r"^\s*[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
+DATE = re.compile(TIMESTAMP_TEXT)
+ZEROS = re.compile(LEADING_ZERO)
 WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 NUMBER = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")
 
@@ -83,6 +86,7 @@ def guess_kind(cells: list[str]) -> str:
     present = _present(cells)
     counts = {
         "any": len(present),
+        "zeros": sum(bool(ZEROS.match(c)) for c in present),
         "long": sum(bool(INTEGER.match(c)) for c in present),
         "double": sum(bool(NUMBER.match(c)) for c in present),
         "boolean": sum(c.strip().lower() in ("true", "false") for c in present),
@@ -109,8 +113,8 @@ def _whole(cell: str) -> bool:
 
 def counted_kinds(guess: str) -> tuple[str, ...]:
     """The types whose counts decide whether a column guessed `guess` gets it: the ones
-    tried before it, and itself (all of them for text)."""
-    return KINDS if guess == "string" else KINDS[: KINDS.index(guess) + 1]
+    tried before it, and itself (all of them for text), after the leading zeros."""
+    return ("zeros", *(KINDS if guess == "string" else KINDS[: KINDS.index(guess) + 1]))
 
 
 def check_rows_once(

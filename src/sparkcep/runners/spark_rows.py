@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT, REPLACEMENT
 from sparkcep.inputs import (
+    LEADING_ZERO,
     MOSTLY_NUMBERS,
     NULL_TOKENS,
     NUMERIC_SHARE,
@@ -19,6 +20,7 @@ from sparkcep.inputs import (
     OUT_OF_RANGE,
     REASON,
     ROW,
+    TIMESTAMP_TEXT,
 )
 from sparkcep.prep.table import TICKS
 from sparkcep.schema import Kind
@@ -367,15 +369,15 @@ def _ticks(kind: str, parsed: Column) -> Column:
     return F.unix_micros(parsed) if kind == "timestamp" else parsed
 
 
-def _null_tokens(df: DataFrame) -> DataFrame:
-    """Text cells that mean no value (inputs.NULL_TOKENS) become nulls."""
+def _null_tokens(df: DataFrame, null_values=()) -> DataFrame:
+    """Text cells that mean no value become nulls: blank once trimmed, or (trimmed) one of
+    the user's `null_values` (the local reader: inputs.null_cells)."""
+    tokens = list(dict.fromkeys([*NULL_TOKENS, *(v.strip(" ") for v in null_values)]))
     out = df
     for f in df.schema.fields:
         if isinstance(f.dataType, T.StringType) and f.name != CORRUPT:
             col = F.col(f"`{f.name}`")
-            out = out.withColumn(
-                f.name, F.when(F.trim(col).isin(*NULL_TOKENS), None).otherwise(col)
-            )
+            out = out.withColumn(f.name, F.when(F.trim(col).isin(*tokens), None).otherwise(col))
     return out
 
 
@@ -398,11 +400,15 @@ KINDS = ("long", "double", "boolean", "timestamp")  # the order a text column is
 
 
 def chosen_kind(counts: dict[str, int]) -> str | None:
-    """The type a text column gets from its counts ('any': present cells; one count per
-    type of KINDS): the first type most of its values have (integers and doubles: at
-    least NUMERIC_SHARE; booleans and timestamps: all), else 'string'; None when a
-    count the choice needs was not taken (runners/spark_once.py takes only some)."""
-    if not counts["any"]:
+    """The type a text column gets from its counts ('any': present cells; 'zeros': cells
+    that are numbers written with a leading zero; one count per type of KINDS): text
+    when a number has a leading zero (ids, codes: inputs.LEADING_ZERO), else the first
+    type most of its values have (integers and doubles: at least NUMERIC_SHARE; booleans
+    and timestamps: all), else 'string'; None when a count the choice needs was not
+    taken (runners/spark_once.py takes only some)."""
+    if "zeros" not in counts:
+        return None
+    if not counts["any"] or counts["zeros"]:
         return "string"
     for kind in KINDS:
         if kind not in counts:
@@ -416,6 +422,8 @@ def chosen_kind(counts: dict[str, int]) -> str | None:
 def mostly_numbers(counts: dict[str, int]) -> tuple[int, int] | None:
     """(numbers, present values) of a column left text although most of its values are
     numbers (a warning), else None."""
+    if counts["zeros"]:  # text by choice (ids, codes), not by a few words
+        return None
     if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
         return counts["double"], counts["any"]
     return None
@@ -491,7 +499,14 @@ def _time_candidates(df: DataFrame, time_col: str) -> dict[str, Column]:
     ints, _ = integer_time(raw, time_type)
     if isinstance(time_type, T.NumericType):
         return {"int": ints}
-    return {"int": ints, "timestamp": F.expr(f"try_cast(`{time_col}` AS TIMESTAMP)")}
+    return {"int": ints, "timestamp": text_timestamp(raw)}
+
+
+def text_timestamp(col: Column) -> Column:
+    """Text as a timestamp, null where it is not one by the one rule of every reader
+    (inputs.TIMESTAMP_TEXT; the local runner: `inputs.text_timestamps`)."""
+    iso = F.regexp_replace(F.trim(col), "/", "-")
+    return F.when(col.rlike(TIMESTAMP_TEXT), iso.try_cast("timestamp"))
 
 
 def integer_time(col: Column, dtype: T.DataType) -> tuple[Column, Column]:
@@ -577,7 +592,8 @@ def _casts(name: str) -> dict[str, Column]:
         "long": integer_text(F.col(col), number),
         "double": number,
         "boolean": F.when(F.lower(F.col(col)).isin("true", "false"), F.lower(F.col(col)) == "true"),
-        "timestamp": F.expr(f"try_cast({col} AS TIMESTAMP)"),
+        "timestamp": text_timestamp(F.col(col)),
+        "zeros": F.when(F.col(col).rlike(LEADING_ZERO), F.lit(True)),
     }
 
 
@@ -592,4 +608,6 @@ def text_cast(col: Column, kind: str) -> Column:
         return integer_text(col)
     if kind == "boolean":
         return F.when(F.lower(col).isin("true", "false"), F.lower(col) == "true")
+    if kind == "timestamp":
+        return text_timestamp(col)
     return text_number(col) if kind == "double" else col.try_cast(kind)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,6 +56,7 @@ from sparkcep.runners.spark_rows import (
     kind_of_spark,
     schema_of,
     text_cast,
+    text_timestamp,
 )
 from sparkcep.runners.spark_session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT
@@ -264,7 +266,7 @@ def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
         if types.get(time_col) in ("long", "double"):
             sdf = sdf.withColumn(time_col, integer_time(text, T.StringType())[0])
             return _Prepared(sdf, raw, "int")
-        sdf = sdf.withColumn(time_col, text.try_cast("timestamp"))
+        sdf = sdf.withColumn(time_col, text_timestamp(text))
         return _Prepared(sdf, raw, "timestamp")
     dtype = sdf.schema[time_col].dataType
     kind = kind_of_spark(dtype)
@@ -591,6 +593,7 @@ class BatchWriter:
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
         self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
+        self.reasons: Counter = Counter()  # the rejected rows' reasons
 
     @property
     def held(self) -> int:
@@ -609,6 +612,8 @@ class BatchWriter:
             order = np.argsort(np.array(lines, dtype=object), kind="stable")
             frame, lines = frame.iloc[order].reset_index(drop=True), [lines[i] for i in order]
             self.totals[kind] += len(lines)
+            if kind == "rejected":
+                self.reasons.update(frame[REASON])
             if self.format == "console":
                 for line in lines:
                     print(f"{kind}\t{line}", flush=True)
@@ -632,7 +637,7 @@ class BatchWriter:
 
 def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None = None,
                 max_files: int | None = None, checkpoint: str | None = None,
-                rows_per_second: int = 100):  # fmt: skip
+                rows_per_second: int = 100, null_values=()):  # fmt: skip
     """A folder of event files as a stream (`folder_stream`: files in order of modification
     time, then name; types decided once and kept in `checkpoint`), or Spark's rate source
     when `path` is 'rate' (types A, B, C in turn, for demos)."""
@@ -655,8 +660,9 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
     path = os.path.abspath(path)
     checkpoint = os.path.abspath(checkpoint) if checkpoint else None
     df, types = read_folder(
-        spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint
-    )
+        spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint,
+        null_values=null_values,
+    )  # fmt: skip
     return StreamSource(df, types)
 
 
