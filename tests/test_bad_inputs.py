@@ -196,6 +196,7 @@ HEADER_CASES = {
     "duplicate_names": (b"ts,type,v,v\n1,A,1,2\n2,B,2,3\n", "names the column 'v' twice"),
     "backtick_in_a_name": (b"ts,type,`v\n1,A,1\n2,B,2\n", "holds a backtick"),
     "empty_file": (b"", "is empty"),
+    "header_only": (b"ts,type,v\n", "holds no events"),  # Spark: a TypeError trace
 }
 
 

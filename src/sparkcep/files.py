@@ -150,14 +150,15 @@ HEAD_ROWS = 2000  # the rows whose cells guess the column types (runners/spark_o
 def csv_head(path: str, sep: str, header: bool, rows: int = HEAD_ROWS) -> list[list[str]]:
     """The cells of a CSV file's first `rows` data rows, as Python's reader splits them
     (a guess of the columns' types for Spark's one-read check: runners/spark_once.py;
-    it never decides a result). Unreadable bytes are replaced."""
+    it never decides a result). Unreadable bytes are replaced; blank lines are no rows
+    (as for Spark's and pandas' readers)."""
     with reading(path), _open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
         lines = csv.reader(text, delimiter=sep)
         if header:
             next(lines, None)
         out = []
-        for row in lines:
+        for row in filter(None, lines):
             out.append(row)
             if len(out) >= rows:
                 break
