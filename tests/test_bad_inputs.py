@@ -490,3 +490,20 @@ def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
     assert f"the checkpoint '{checkpoint}' is damaged" in line
     assert "delete it to start the stream over" in line
     shutil.rmtree(checkpoint)
+
+
+# ---- names and cells Spark once read otherwise --------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)  # (over 1 MiB, Spark checks it in its own pass)
+def test_a_cell_of_megabytes_is_read(spark, capsys, tmp_path, mode):
+    """A row longer than Arrow's block (1 MB) stopped the local reader ('straddling
+    object straddles two block boundaries'); Spark read it."""
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type,v\n1,A,short\n2,B," + "x" * 3_000_000 + "\n3,B,z\n")
+    out = tmp_path / "m.jsonl"
+    query = "PATTERN SEQ(A a, B b) WITHIN 10 RETURN length(b.v) AS n"
+    code, stdout, err = run_mode(capsys, mode, path, out, query=query)
+    assert code == 0, err
+    assert int(summary(stdout)["events read"]) == 3
+    assert [(r["a"], r["b"], r["n"]) for r in jsonl(out)] == [(0, 1, 3_000_000), (0, 2, 1)]

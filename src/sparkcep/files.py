@@ -232,10 +232,14 @@ def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bo
         bad[row.number - (2 if has_header else 1)] = row.text
         return "skip"
 
+    # One block of the whole data: a row longer than a block (1 MB by default) is an
+    # error to Arrow ("straddles two block boundaries"); Spark and pandas read it.
+    block = min(max(len(data), 1), 2**31 - 1)
     pacsv.read_csv(
         io.BytesIO(data),
         read_options=pacsv.ReadOptions(
-            use_threads=False, column_names=header, skip_rows=1 if has_header else 0
+            use_threads=False, block_size=block, column_names=header,
+            skip_rows=1 if has_header else 0,
         ),
         parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=invalid),
         convert_options=pacsv.ConvertOptions(
