@@ -575,3 +575,22 @@ def test_a_cell_of_megabytes_is_read(spark, capsys, tmp_path, mode):
     assert code == 0, err
     assert int(summary(stdout)["events read"]) == 3
     assert [(r["a"], r["b"], r["n"]) for r in jsonl(out)] == [(0, 1, 3_000_000), (0, 2, 1)]
+
+
+@pytest.mark.parametrize("mode", CHECK_MODES)
+@pytest.mark.parametrize("components", ["Trade+ t[]", "Trade t", "Trade t, Trade u"])
+def test_a_missing_shared_attribute_is_a_positioned_query_error(
+    spark, capsys, tmp_path, mode, components
+):
+    """`[symbol0]` with no such column: one component gave a KeyError trace locally and
+    Spark's own message through Spark; now every pattern gets the query error."""
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type,symbol,price\n1,Trade,X,1\n2,Trade,X,2\n")
+    query = f"PATTERN SEQ({components}) WHERE [symbol0] WITHIN 10"
+    code, _, err = run_mode(capsys, mode, path, tmp_path / "m.jsonl", query=query)
+    assert code == 2 and "Traceback" not in err, err
+    column = query.index("[symbol0]") + 1
+    assert err.splitlines()[0] == (
+        f"query error: line 1, column {column}: 'symbol0' is not a column of the input "
+        "(columns: ts, type, symbol, price)"
+    )

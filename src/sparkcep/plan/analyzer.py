@@ -334,6 +334,8 @@ class _Analyzer(
                 # a single component, whose Kleene elements must then share it too).
                 self.equivalences.append(expr.attr)
                 first = self.comps[self.positive_vars[0]]
+                # checked here: one component gets no equality below to check it in
+                self._check_attr(ast.AttrRef(first.var, expr.attr, span=expr.span))
                 for other in self.comps.values():
                     if other is first:
                         continue
