@@ -494,7 +494,6 @@ def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
 
 # ---- names and cells Spark once read otherwise --------------------------------------------
 
-
 # A dotted name and a name with a space, read by the queries of each engine family (the
 # header case above reads neither: the columns no query reads never reached Spark's
 # pandas functions, which read `k.y` as the field y of a column k). Expected by hand:
@@ -594,3 +593,25 @@ def test_a_missing_shared_attribute_is_a_positioned_query_error(
         f"query error: line 1, column {column}: 'symbol0' is not a column of the input "
         "(columns: ts, type, symbol, price)"
     )
+
+
+@pytest.mark.parametrize("mode", CHECK_MODES)
+@pytest.mark.parametrize("sep, written", [(";", ";"), ("\t", "\\t"), ("|", "|")])
+def test_a_file_of_another_separator_is_named_with_the_option(
+    spark, capsys, tmp_path, mode, sep, written
+):
+    """Read with ',' the header is one column whose name holds the separator: the line
+    says which --sep to give, and that option, as written, reads the file."""
+    path = tmp_path / "e.csv"
+    path.write_text(f"ts{sep}type{sep}v\n1{sep}A{sep}1\n2{sep}B{sep}2\n")
+    out = tmp_path / "m.jsonl"
+    line = one_line(*run_mode(capsys, mode, path, out)[::2])
+    columns = f"ts{written}type{written}v"
+    assert line == (
+        f"error: the time column 'ts' is not in the input (columns: {columns}): "
+        f"is the file '{written}'-separated? give --sep '{written}'"
+    )
+    if mode == "local":
+        code, _, err = run_mode(capsys, mode, path, out, "--sep", written)
+        assert code == 0, err
+        assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1)]

@@ -166,6 +166,11 @@ def _pick(text: str, name: str | None) -> str:
 def _reading(sep: str, columns: str | None) -> dict:
     """How to read the input files: the CSV separator, and the names of headerless CSV."""
     names = [c.strip() for c in columns.split(",")] if columns else None
+    sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab as a shell passes it: --sep '\t'
+    if len(sep) != 1:
+        raise SparkcepError(
+            f"--sep takes one character, e.g. --sep ';' or --sep '\\t' (got '{sep}')"
+        )
     return {"sep": sep, "columns": names}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from sparkcep.errors import QueryError
+from sparkcep.errors import QueryError, missing_column
 from sparkcep.language import ast
 from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse, parse_file
@@ -202,10 +202,7 @@ class _Analyzer(
         type_col = opts.type_col if typed else None  # all ANY: no type column needed
         for role, col in (("time", opts.time_col), ("type", type_col), ("id", opts.id_col)):
             if col is not None and col not in self.schema:
-                raise QueryError(
-                    f"the {role} column '{col}' is not in the input "
-                    f"(columns: {', '.join(self.schema)})"
-                )
+                raise QueryError(missing_column(role, col, self.schema))
 
     def _components(self) -> list[PlanComponent]:
         seen: set[str] = set()
