@@ -56,7 +56,7 @@ from sparkcep.runners.spark_rows import (
     text_cast,
 )
 from sparkcep.runners.spark_session import setting
-from sparkcep.timeunits import NANOS, TIME_LIMIT
+from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS
 
 WATERMARK = "__wm"
 KEY = "__key"
@@ -88,8 +88,6 @@ def parse_duration(text: str, nanos_per_tick: int = 1000, unit_known: bool = Tru
     >>> parse_duration("2 s"), parse_duration("250", nanos_per_tick=1_000_000)
     (2000000, 250000)
     """
-    from sparkcep.language.parser import UNITS
-
     text = text.strip()
     number = ""
     for ch in text:
