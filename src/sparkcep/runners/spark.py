@@ -477,7 +477,8 @@ def _warn_rejected(result: SparkRun) -> DataFrame:
     if result.checked.rejected_count:
         warnings.warn(
             f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
-            "rejected (time or type missing or unreadable); run(...).rejected has them",
+            "rejected (time or type missing or unreadable); "
+            "sparkcep.runners.spark.run(...).rejected has them",
             stacklevel=3,
         )
     return result.rows
