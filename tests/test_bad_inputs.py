@@ -428,6 +428,12 @@ STREAM_CASES = {
     "corrupt_parquet": ("e.parquet", b"PAR1 not really parquet", "Parquet"),
     "duplicate_names": ("e.csv", b"id,ts,type,type\n0,1,A,A\n", "names the column 'type' twice"),
     "not_gzip_named_gz": ("e.csv.gz", b"id,ts,type\n0,1,A\n", "gzip"),
+    # Python's csv reader (the stream's) stopped at a cell of 128 KiB
+    "a_cell_of_megabytes": (
+        "e.csv",
+        b"id,ts,type,v\n0,1,A,x\n1,2,B," + b"x" * 3_000_000 + b"\n",
+        [],
+    ),
 }
 
 
