@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.base import ENGINES, _load_engines, compile_jobs
 from sparkcep.errors import QueryError
 from sparkcep.plan import Options, plan_queries
 
@@ -127,13 +127,22 @@ def _edit(rng: random.Random, text: str, pool: list[str]) -> str:
 
 def outcome(text: str, schema) -> str:
     """'ok', or 'QueryError'; anything else escapes (the test's failure). A QueryError
-    that does not point at a line and column is reported as AssertionError."""
+    that does not point at a line and column is reported as AssertionError, and so is a
+    query planned against `schema` whose programs read a column it does not have (the
+    run would fail reading its events)."""
     try:
-        plan_queries(text, schema, OPTIONS)
+        plans, names = plan_queries(text, schema, OPTIONS)
     except QueryError as error:
         if error.line < 1 or error.column < 1:
             raise AssertionError(f"QueryError without a position: {error}") from error
         return "QueryError"
+    try:  # (a query file's queries that cannot run together: an error of the file)
+        programs = compile_jobs(plans, names, OPTIONS) if schema is not None else []
+    except QueryError:
+        return "QueryError"
+    for program in programs:
+        if missing := set(program.columns()) - set(schema):
+            raise AssertionError(f"the programs read columns not in the input: {missing}")
     return "ok"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from oracle import key_attributes
 
-from sparkcep import analyze, explain
+from sparkcep import QueryError, analyze, explain
 from sparkcep.plan import Options
 
 SCHEMA = {"ts": "int", "type": "string", "k": "int", "j": "int", "v": "float"}
@@ -127,3 +127,18 @@ def test_kleene_elements_share_the_equivalence_attribute():
     pairs = sorted(map(tuple, got["t"]))
     assert pairs == [(0,), (0, 2), (1,), (2,)]
     assert got["symbol"].tolist() == ["AAA", "AAA", "AAA", "BBB"]
+
+
+@pytest.mark.parametrize("spelling", ["s", "sec", "secs", "second", "Seconds"])
+def test_a_time_unit_is_spelled_as_in_the_language(spelling):
+    """WITHIN 2 sec was read, --time-unit sec refused: one table of units serves both."""
+    options = Options(time_unit=spelling)
+    assert options.time_unit == "s"
+    plan = analyze("PATTERN SEQ(A a, B b) WITHIN 2 min", {"ts": "int", "type": "string"}, options)
+    assert plan.window == 120  # 2 min in seconds
+
+
+def test_a_time_column_in_minutes_is_still_refused():
+    with pytest.raises(QueryError, match="unknown time unit 'min'"):
+        analyze("PATTERN SEQ(A a) WITHIN 2 min", {"ts": "int", "type": "string"},
+                Options(time_unit="minutes"))  # fmt: skip

@@ -126,3 +126,29 @@ def test_values_judged_alike_local_and_spark(tmp_path, spark):
     source = read_spark(spark, str(path))
     result = execute(source.df, query, Options(), **source.options())
     assert [w for w in result.warnings() if "read as text" in w] == [said]
+
+
+def _named_function(message: str):
+    """The function a warning says returns the rejected rows ('sparkcep.x.y(...)')."""
+    import importlib
+    import re
+
+    path = re.search(r"(sparkcep(?:\.\w+)+)\(\.\.\.\)\.rejected", message).group(1)
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def test_the_rejected_rows_warning_names_a_function_that_has_them(spark):
+    """It named `run(...).rejected`, which sparkcep does not have: the function it names
+    takes the same arguments and returns the rejected rows."""
+    import sparkcep
+
+    events = pd.DataFrame({"ts": [1, None, 3], "type": ["A", "B", "B"]})
+    query = "PATTERN SEQ(A a, B b) WITHIN 10"
+    with pytest.warns(UserWarning, match="rejected") as local:
+        sparkcep.match_local(events, query)
+    assert len(_named_function(str(local[0].message))(events, query).rejected) == 1
+    df = spark.createDataFrame(events.astype({"ts": "Int64"}))
+    with pytest.warns(UserWarning, match="rejected") as through_spark:
+        sparkcep.match(df, query).collect()
+    assert _named_function(str(through_spark[0].message))(df, query).rejected.count() == 1

@@ -175,6 +175,11 @@ def _reading(sep: str, columns: str | None, null_values: list[str] | None = None
     """How to read the input files: the CSV separator, the names of headerless CSV, and
     the cells that mean no value besides an empty one."""
     names = [c.strip() for c in columns.split(",")] if columns else None
+    sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab as a shell passes it: --sep '\t'
+    if len(sep) != 1:
+        raise SparkcepError(
+            f"--sep takes one character, e.g. --sep ';' or --sep '\\t' (got '{sep}')"
+        )
     return {"sep": sep, "columns": names, "null_values": tuple(null_values or ())}
 
 

@@ -6,6 +6,27 @@ import re
 
 from sparkcep.language.ast import Span
 
+SEPARATORS = {";": ";", "\t": "\\t", "|": "|"}  # (a separator other than ',': as written)
+
+
+def missing_column(role: str, col: str, columns) -> str:
+    """The message for a time, type or id column not in the input. One column whose
+    name holds another separator is a file read with the wrong one: say which to give.
+
+    >>> missing_column("time", "ts", ["ts", "type"])
+    "the time column 'ts' is not in the input (columns: ts, type)"
+    >>> missing_column("time", "ts", ["ts;type;v"])
+    "the time column 'ts' is not in the input (columns: ts;type;v): is the file ';'-separated? give --sep ';'"
+    """
+    names = [str(c) for c in columns]
+    shown = ", ".join(n.replace("\t", "\\t") for n in names)  # (a terminal widens a tab)
+    message = f"the {role} column '{col}' is not in the input (columns: {shown})"
+    if len(names) == 1:
+        for sep, written in SEPARATORS.items():
+            if sep in names[0]:
+                return message + f": is the file '{written}'-separated? give --sep '{written}'"
+    return message
+
 
 class SparkcepError(Exception):
     """Base class of every error caused by a user's query, data or options."""

@@ -30,6 +30,9 @@ FORMATS = {
     ".parquet": "parquet",
 }
 REPLACEMENT = "\ufffd"  # what a byte that is not UTF-8 is read as
+# A cell may be of any length, as Spark and pandas read it (Python's csv module stops at
+# 128 KiB): for the headers, the first rows and the stream's files (folder_stream).
+csv.field_size_limit(2**31 - 1)
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -151,14 +154,15 @@ HEAD_ROWS = 2000  # the rows whose cells guess the column types (runners/spark_o
 def csv_head(path: str, sep: str, header: bool, rows: int = HEAD_ROWS) -> list[list[str]]:
     """The cells of a CSV file's first `rows` data rows, as Python's reader splits them
     (a guess of the columns' types for Spark's one-read check: runners/spark_once.py;
-    it never decides a result). Unreadable bytes are replaced."""
+    it never decides a result). Unreadable bytes are replaced; blank lines are no rows
+    (as for Spark's and pandas' readers)."""
     with reading(path), _open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
         lines = csv.reader(text, delimiter=sep)
         if header:
             next(lines, None)
         out = []
-        for row in lines:
+        for row in filter(None, lines):
             out.append(row)
             if len(out) >= rows:
                 break
@@ -264,10 +268,14 @@ def _malformed_csv_rows(data: bytes, sep: str, header: list[str], has_header: bo
         bad[row.number - (2 if has_header else 1)] = row.text
         return "skip"
 
+    # One block of the whole data: a row longer than a block (1 MB by default) is an
+    # error to Arrow ("straddles two block boundaries"); Spark and pandas read it.
+    block = min(max(len(data), 1), 2**31 - 1)
     pacsv.read_csv(
         io.BytesIO(data),
         read_options=pacsv.ReadOptions(
-            use_threads=False, column_names=header, skip_rows=1 if has_header else 0
+            use_threads=False, block_size=block, column_names=header,
+            skip_rows=1 if has_header else 0,
         ),
         parse_options=pacsv.ParseOptions(delimiter=sep, invalid_row_handler=invalid),
         convert_options=pacsv.ConvertOptions(

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from sparkcep.errors import DataError
+from sparkcep.errors import DataError, missing_column
 from sparkcep.schema import Kind, kind_of_pandas
 from sparkcep.timeunits import TIME_LIMIT
 
@@ -77,10 +77,7 @@ def split_valid(
     """
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in frame.columns and col != ORDER_COL:
-            raise DataError(
-                f"the {role} column '{col}' is not in the input "
-                f"(columns: {', '.join(map(str, frame.columns))})"
-            )
+            raise DataError(missing_column(role, col, frame.columns))
     frame = frame.copy()
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
     if time_col == ORDER_COL:

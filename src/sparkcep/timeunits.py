@@ -15,7 +15,29 @@ NANOS = {
     "days": 86_400_000_000_000,
 }
 
+# Each way to write a unit, in the language (WITHIN 10 sec) and in the options
+# (--time-unit sec, --lateness '2 min'), and the unit it names.
+UNITS = {
+    "ns": "ns", "nanosecond": "ns", "nanoseconds": "ns",
+    "us": "us", "microsecond": "us", "microseconds": "us",
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms", "msec": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "days", "day": "days", "days": "days",
+}  # fmt: skip
+
 TIME_UNITS = ("ns", "us", "ms", "s")  # units an integer time column may be declared in
+
+
+def unit_named(text: str) -> str:
+    """The unit a spelling names ('sec' -> 's'); an unknown spelling as it is.
+
+    >>> unit_named("sec"), unit_named("Milliseconds"), unit_named("fortnight")
+    ('s', 'ms', 'fortnight')
+    """
+    return UNITS.get(text.strip().lower(), text)
+
 
 # Engines compute on int64 ticks. Times must lie strictly within ±TIME_LIMIT (±4.6e18:
 # nanoseconds since 1970 until the year 2116) and a window is at most WINDOW_LIMIT, so

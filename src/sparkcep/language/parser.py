@@ -14,16 +14,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
-
-UNITS = {
-    "ns": "ns", "nanosecond": "ns", "nanoseconds": "ns",
-    "us": "us", "microsecond": "us", "microseconds": "us",
-    "ms": "ms", "millisecond": "ms", "milliseconds": "ms", "msec": "ms",
-    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-    "d": "days", "day": "days", "days": "days",
-}  # fmt: skip
+from sparkcep.timeunits import UNITS
 
 CLAUSE_FIELDS = {
     "where_clause": "WHERE",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from sparkcep.errors import QueryError
+from sparkcep.errors import QueryError, missing_column
 from sparkcep.language import ast
 from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse, parse_file
@@ -202,10 +202,7 @@ class _Analyzer(
         type_col = opts.type_col if names_types(self.query) else None
         for role, col in (("time", opts.time_col), ("type", type_col), ("id", opts.id_col)):
             if col is not None and col not in self.schema:
-                raise QueryError(
-                    f"the {role} column '{col}' is not in the input "
-                    f"(columns: {', '.join(self.schema)})"
-                )
+                raise QueryError(missing_column(role, col, self.schema))
 
     def _components(self) -> list[PlanComponent]:
         seen: set[str] = set()
@@ -334,6 +331,8 @@ class _Analyzer(
                 # a single component, whose Kleene elements must then share it too).
                 self.equivalences.append(expr.attr)
                 first = self.comps[self.positive_vars[0]]
+                # checked here: one component gets no equality below to check it in
+                self._check_attr(ast.AttrRef(first.var, expr.attr, span=expr.span))
                 for other in self.comps.values():
                     if other is first:
                         continue

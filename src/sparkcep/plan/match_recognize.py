@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.errors import QueryError
+from sparkcep.errors import QueryError, missing_column
 from sparkcep.inputs import ORDER_COL
 from sparkcep.language import ast
 from sparkcep.language import match_recognize as mr
@@ -190,10 +190,7 @@ class _MrAnalyzer:
         opts = self.options
         for role, col in (("time", opts.time_col), ("id", opts.id_col)):
             if col is not None and col != ORDER_COL and col not in self.schema:
-                raise QueryError(
-                    f"the {role} column '{col}' is not in the input "
-                    f"(columns: {', '.join(self.schema)})"
-                )
+                raise QueryError(missing_column(role, col, self.schema))
 
     def _column(self, name: str, span: ast.Span) -> Kind:
         if self.schema is not None and name not in self.schema:

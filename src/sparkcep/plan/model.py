@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from sparkcep.language import ast
 from sparkcep.schema import Kind
+from sparkcep.timeunits import unit_named
 
 STRATEGIES = ("STRICT_CONTIGUITY", "SKIP_TILL_NEXT_MATCH", "SKIP_TILL_ANY_MATCH")
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")  # over Kleene elements
@@ -55,6 +56,10 @@ class Options:
     prune: str | None = None
     pmf_col: str | None = None
     max_width: int | None = None
+
+    def __post_init__(self):
+        if self.time_unit is not None:  # the language's spellings too: sec, milliseconds
+            object.__setattr__(self, "time_unit", unit_named(self.time_unit))
 
 
 @dataclass(frozen=True)

@@ -335,7 +335,8 @@ def _warn_rejected(run: RunResult, full: str) -> pd.DataFrame:
     if len(run.rejected):
         warnings.warn(
             f"{len(run.rejected)} of {run.events_read} rows were rejected "
-            f"(first reason: {run.rejected['reason'].iloc[0]}); {full}(...).rejected has them",
+            f"(first reason: {run.rejected['reason'].iloc[0]}); sparkcep.{full}(...).rejected "
+            "has them",
             stacklevel=3,
         )
     return run.matches

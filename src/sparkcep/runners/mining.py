@@ -183,13 +183,16 @@ class _SparkLevels:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
+        from sparkcep.runners.spark import named, pandas_ready
+
         s = self.settings
-        events = self.checked.valid
-        keys = [F.col(f"`{k}`") for k in s.key]
+        events, key = self.checked.valid, list(s.key)
         ranges = None
-        if not keys:
+        if not key:
             events, length, t0 = self._ranges(events)
-            ranges, keys = (t0, length), [F.col(RANGE)]
+            ranges, key = (t0, length), [RANGE]
+        events, names = pandas_ready(events)
+        keys = [F.col(f"`{events.columns[names.index(k)]}`") for k in key]
         counter = LevelCounter(s, self.options, candidates, ranges)
         schema = T.StructType(
             [
@@ -199,7 +202,8 @@ class _SparkLevels:
                 T.StructField("hits", T.LongType()),
             ]
         )
-        rows = events.groupBy(*keys).applyInPandas(lambda f: counter(f), schema).toPandas()
+        rows = events.groupBy(*keys).applyInPandas(lambda f: counter(named(f, names)), schema)
+        rows = rows.toPandas()
         return _parse_counts(rows)
 
     def _ranges(self, events):
@@ -310,26 +314,35 @@ def overall(report: pd.DataFrame) -> dict:
 def _spark_consequents(result, plans: list[Plan], options: Options) -> pd.DataFrame:
     from pyspark.sql import types as T
 
+    from sparkcep.runners.spark import pandas_ready
+
     events = result.checked.valid
     key = list(plans[0].key)
     fields = [events.schema[k] for k in key]
     schema = T.StructType(
         [*fields, T.StructField("symbol", T.StringType()), T.StructField("tick", T.LongType())]
     )
-    finder = _ConsequentFinder(plans, options)
+    events, names = pandas_ready(events)
+    finder = _ConsequentFinder(plans, options, names)
     return events.mapInPandas(finder, schema).toPandas()
 
 
 class _ConsequentFinder:
-    def __init__(self, plans, options: Options):
+    def __init__(self, plans, options: Options, names: list[str]):
         self.plans = plans
         self.options = options
+        self.names = names  # the frames' column names (runners.spark.pandas_ready)
 
     def __call__(self, batches):
+        from sparkcep.runners.spark import named
+
         kernel = rule_kernel()
         for frame in batches:
             out = kernel.consequent_events(
-                frame, self.plans, type_col=self.options.type_col, time_col=self.options.time_col
+                named(frame, self.names),
+                self.plans,
+                type_col=self.options.type_col,
+                time_col=self.options.time_col,
             )
             if len(out):
                 yield out

@@ -168,7 +168,8 @@ def matched(
     for program in programs:
         events, layout = _laid_out(program, checked, partitions)
         schema_out = output_schema(program, checked.valid.schema)
-        outs.append(events.mapInPandas(ProgramMapper(program, layout, tied), schema_out))
+        events, names = pandas_ready(events)
+        outs.append(events.mapInPandas(ProgramMapper(program, layout, tied, names), schema_out))
         texts.append(layout.text)
         parts += layout.parts
     rows = outs[0]
@@ -328,19 +329,41 @@ def output_schema(program: Program, input_schema: T.StructType) -> T.StructType:
     return T.StructType(fields)
 
 
+def pandas_ready(df: DataFrame) -> tuple[DataFrame, list[str]]:
+    """`df` as mapInPandas and applyInPandas(WithState) can take it, and its column names.
+    PySpark looks each column up there by its name (`df[name]`), which reads `a.b` as the
+    field b of a column a, and fails: a name with a dot goes under a stand-in, and the
+    pandas function gives each frame its names back (`named`)."""
+    names = df.columns
+    if not any("." in c for c in names):
+        return df, names
+    return df.toDF(*[f"__col{i}" if "." in c else c for i, c in enumerate(names)]), names
+
+
+def named(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """A pandas frame of `pandas_ready(df)` with the names of `df`'s columns."""
+    frame.columns = names
+    return frame
+
+
 class ProgramMapper:
     """The function mapInPandas runs on each Spark partition (pickled to the workers).
 
     It gathers the partition's batches into chunks of whole segments (keys or time
-    ranges) and runs the program once over each chunk.
+    ranges) and runs the program once over each chunk. `names`: the columns' names
+    (`pandas_ready`).
     """
 
     CHUNK_ROWS = 500_000
 
-    def __init__(self, program: Program, layout: Layout, tied: Accumulator | None = None):
+    def __init__(
+        self, program: Program, layout: Layout, tied: Accumulator | None = None,
+        names: list[str] | None = None,
+    ):  # fmt: skip
         self.program = program
         self.layout = layout
         self.tied = tied
+        self.names = names
         self.segment_cols = [*([RANGE] if layout.ranged else []), *program.segment_cols]
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -349,6 +372,8 @@ class ProgramMapper:
         for batch in batches:
             if not len(batch):
                 continue
+            if self.names is not None:
+                batch = named(batch, self.names)
             pending.append(batch)
             rows += len(batch)
             if rows >= self.CHUNK_ROWS and self.segment_cols:
@@ -477,7 +502,8 @@ def _warn_rejected(result: SparkRun) -> DataFrame:
     if result.checked.rejected_count:
         warnings.warn(
             f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
-            "rejected (time or type missing or unreadable); run(...).rejected has them",
+            "rejected (time or type missing or unreadable); "
+            "sparkcep.runners.spark.run(...).rejected has them",
             stacklevel=3,
         )
     return result.rows

@@ -11,6 +11,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkcep.errors import DataError
 from sparkcep.files import (
     CORRUPT,
     check_headers,
@@ -63,6 +64,8 @@ def read_spark(
         # Every file's header is read here (BOM-less, names checked, one header for the
         # folder: docs/input.md), so Spark need not check them: it skips each header line.
         header = list(columns) if columns else check_headers(files, sep)
+        if not any(_has_rows(f, sep, has_header=not columns) for f in files):
+            raise DataError(f"the input '{path}' holds no events")  # as read_pandas says
         fields = [T.StructField(name, T.StringType()) for name in header]
         schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
         df = (
@@ -96,6 +99,15 @@ def read_spark(
     if len(files) > 1:
         split_cols.insert(0, F.col("_metadata.file_path"))
     return SparkInput(df, split_cols, infer, head)
+
+
+def _has_rows(path: str, sep: str, has_header: bool) -> bool:
+    """Whether a CSV file holds a row besides its header (True when that cannot be told
+    here: Spark's read reports the file's fault)."""
+    try:
+        return bool(csv_head(path, sep, header=has_header, rows=1))
+    except Exception:
+        return True
 
 
 def _head_cells(path: str, sep: str, header: list[str], has_header: bool) -> dict | None:

@@ -185,14 +185,14 @@ def check_rows_once(
         cached.unpersist()
         raise
     splits = sorted(splits, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
+    if sum(r["n"] for r in splits) == 0:  # (the observed sums are then nulls)
+        cached.unpersist()
+        raise DataError("the input holds no events")
     stats = observation.get
     confirmed_types = _confirmed(stats, reasons, time_kind, guesses)
     if confirmed_types is None:
         cached.unpersist()
         return None
-    if sum(r["n"] for r in splits) == 0:
-        cached.unpersist()
-        raise DataError("the input holds no events")
     roles = (time_col, type_col, id_col)
     return _checked(cached, stats, splits, split_names, time_kind, confirmed_types, columns, roles)
 

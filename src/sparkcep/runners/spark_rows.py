@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.errors import DataError
+from sparkcep.errors import DataError, missing_column
 from sparkcep.files import CORRUPT, REPLACEMENT
 from sparkcep.inputs import (
     LEADING_ZERO,
@@ -256,9 +256,7 @@ def check_columns(columns: list[str], time_col: str, type_col: str | None, id_co
     named = [c for c in columns if c != CORRUPT]
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in named and col != ORDER_COL:
-            raise DataError(
-                f"the {role} column '{col}' is not in the input (columns: {', '.join(named)})"
-            )
+            raise DataError(missing_column(role, col, named))
 
 
 def _cast_column(name: str, i: int, kind: str) -> Column:

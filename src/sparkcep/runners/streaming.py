@@ -48,7 +48,7 @@ from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.plan.intervals import require_widths
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.spark import output_schema
+from sparkcep.runners.spark import named, output_schema, pandas_ready
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import (
     check_columns,
@@ -59,7 +59,7 @@ from sparkcep.runners.spark_rows import (
     text_timestamp,
 )
 from sparkcep.runners.spark_session import setting
-from sparkcep.timeunits import NANOS, TIME_LIMIT
+from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS
 
 WATERMARK = "__wm"
 KEY = "__key"
@@ -91,8 +91,6 @@ def parse_duration(text: str, nanos_per_tick: int = 1000, unit_known: bool = Tru
     >>> parse_duration("2 s"), parse_duration("250", nanos_per_tick=1_000_000)
     (2000000, 250000)
     """
-    from sparkcep.language.parser import UNITS
-
     text = text.strip()
     number = ""
     for ch in text:
@@ -225,9 +223,11 @@ def prepare_stream(source, queries, options: Options, lateness: str):
          T.StructField(REASON, T.StringType()), T.StructField(KEY, T.StringType()),
          T.StructField(PENDING, T.LongType())]
     )  # fmt: skip
+    sdf, frame_names = pandas_ready(sdf)
     step = StreamStep(
-        program, nanos, list(input_schema.names), prepared.raw, rows_schema.fieldNames()
-    )
+        program, nanos, list(input_schema.names), prepared.raw, rows_schema.fieldNames(),
+        frame_names,
+    )  # fmt: skip
     return sdf, step, rows_schema
 
 
@@ -379,16 +379,19 @@ class StreamStep:
     looked at again: only the keys that got events, or whose time came, are decoded, run
     and encoded again; the others' bytes are kept as they are."""
 
-    def __init__(self, program: Program, nanos_per_tick: int, input_columns, raw, names):
+    def __init__(
+        self, program: Program, nanos_per_tick: int, input_columns, raw, names, frame_names=None
+    ):  # fmt: skip
         self.timestamps = program.plans[0].time_kind == "timestamp"
         self.program = program
         self.nanos_per_tick = nanos_per_tick
         self.input_columns = list(input_columns)
         self.raw = dict(raw)  # column -> the column holding its cell as read
         self.names = list(names)
+        self.frame_names = frame_names  # the input frames' column names (`pandas_ready`)
 
     def __call__(self, key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        frames = [b for b in batches if len(b)]
+        frames = [named(b, self.frame_names) if self.frame_names else b for b in batches if len(b)]
         if key[0] == REJECTED_BUCKET:
             for frame in frames:
                 yield self._events("rejected", frame)
