@@ -362,6 +362,57 @@ def test_random_tail_sharing_workloads_equal_unshared(data):
     _assert_every_sharing_agrees(events, queries)
 
 
+# A tail piece shared with a query of a longer window holds matches too long for the
+# chopped query: seven A at 0 and a B at 6, SEQ(A) WITHIN 8 keeping the (A B) root's
+# counters alive past the chopped query's window of 1; then A at 0, 3, 4, 5 and B at 6,
+# the tail (a0, b) too long for the window of 4, the others not.
+TAIL_LONGER_THAN_WINDOW = [
+    (
+        "AAAAAAAB",
+        [0] * 7 + [6],
+        {
+            "q0": "PATTERN SEQ(A a, B b) AGG COUNT WITHIN 1",
+            "q1": "PATTERN SEQ(A a) AGG COUNT WITHIN 8",
+            "q2": "PATTERN SEQ(A a, A b, B c) AGG COUNT WITHIN 1",
+        },
+        # b is 6 after every a: q0 and q2 find nothing (nor do equal times make a
+        # sequence for q2); each A sees the 7 A of its instant for q1.
+        [("q1", 0, 7)] * 7,
+    ),
+    (
+        "AAAAB",
+        [0, 3, 4, 5, 6],
+        {
+            "q0": "PATTERN SEQ(A a, B b) AGG COUNT, SUM(a.v) AS s WITHIN 8",
+            "q2": "PATTERN SEQ(A a, A b, B c) AGG COUNT, SUM(a.v) AS s WITHIN 4",
+        },
+        # v = 1..5. q0: all four A before b (1+2+3+4); q2: a3 a4, a3 a5, a4 a5 then b
+        # (a0 is 6 before b): 2+2+3.
+        [("q0", 6, 4, 10), ("q2", 6, 3, 7)],
+    ),
+]
+
+
+@pytest.mark.parametrize(("types", "times", "queries", "expected"), TAIL_LONGER_THAN_WINDOW)
+def test_chop_drops_tail_matches_longer_than_the_query_window(types, times, queries, expected):
+    events = [
+        {"id": i, "type": t, "ts": ts, "v": i + 1, "k": 0, "seq": i}
+        for i, (t, ts) in enumerate(zip(types, times))
+    ]
+    by_oracle = [
+        (name, r["ts"], *[r[c] for c in ("count", "s") if c in r])
+        for name, query in queries.items()
+        for r in oracle_aggregate(query, events)
+    ]
+    assert by_oracle == expected
+    texts = [f"QUERY {name}: {query}" for name, query in queries.items()]
+    cols = ["query", "ts", "count", *(["s"] if len(expected[0]) > 3 else [])]
+    for chunk in (1, 10**9):  # one tail START at a time, then all at once
+        with connect_chunk(chunk):
+            run = run_aggregate_local(pd.DataFrame(events), texts, id_col="id", sharing="chop")
+        assert rows(run.matches, cols) == expected
+
+
 def _chopped_contributions(query: str):
     from sparkcep.checks import compile_one
     from sparkcep.engines.aseq.connect import query_contributions

@@ -69,9 +69,6 @@ def query_contributions(counters: PrefixCounters, qp: QueryPlan) -> Contribution
     for index in range(last):
         piece = _piece_chain(counters, qp, index)
         chain = piece if chain is None else _connect(chain, piece, stats, window)
-        # Matches of this query must fit its own window (roots run to the longest one).
-        keep = stats.ts[chain.group] - stats.ts[chain.tag] < window
-        chain = chain.take(np.flatnonzero(keep))
     assert chain is not None
     if last < len(qp.pieces):
         return connect_ends(chain, _piece_chain(counters, qp, last), stats, window)
@@ -99,7 +96,13 @@ def ends_suffice(counters: PrefixCounters, qp: QueryPlan) -> bool:
 
 
 def _piece_chain(counters: PrefixCounters, qp: QueryPlan, index: int) -> Chain:
-    """The matches of the query's piece `index`, with the channels counted in it."""
+    """The matches of the query's piece `index` that fit the query's window, with the
+    channels counted in it.
+
+    A shared root runs to the longest window of the queries through it, so a piece can
+    hold matches longer than this query's window: every snapshot row of their START has
+    expired by their end (Example 8's expiration check). They are dropped here, before
+    any connect: the connects rely on each tail bundle (d, e) having d in e's window."""
     piece = qp.pieces[index]
     end = piece.nodes[-1]
     out = counters.outputs[end] if index == 0 else counters.output_by_start(end)
@@ -109,7 +112,10 @@ def _piece_chain(counters: PrefixCounters, qp: QueryPlan, index: int) -> Chain:
         for ch, source in qp.channel_source.items()
         if source.piece == index
     }
-    return Chain(start_groups, out.group, out.count, moments)
+    chain = Chain(start_groups, out.group, out.count, moments)
+    ts = counters.stats.ts
+    fits = ts[chain.group] - ts[chain.tag] < window_of(qp.plan)
+    return chain if fits.all() else chain.take(np.flatnonzero(fits))
 
 
 def piece_contributions(counters: PrefixCounters, qp: QueryPlan) -> Contributions:
@@ -400,6 +406,7 @@ def _ends_of_starts(ends: Ends, n: int, chunk: slice):
     tail_lo = ends.tail_lo[chunk]
     t_idx, t_pos = ranges(tail_lo, tail_lo + ends.tail_count[chunk])
     e = ends.tail_end[t_pos]
+    # d is in e's window (_piece_chain), so e's floor is at most d: skip stays in d's pairs.
     skip = np.clip(ends.tag_rank[ends.floor[e]] - lo[t_idx], 0, None)
     inside = pairs.span(pair_lo[t_idx] + skip, pair_lo[t_idx + 1])
     by_end = inside.times(ends.tail_bundles.take(t_pos)).bundled(e, n)
