@@ -548,13 +548,23 @@ def test_timestamp_interval_errors(query, options, message):
 
 @pytest.mark.spark
 def test_timestamp_time_in_spark_equals_local(spark):
+    """Bounds from timestamp columns, checked and measured (U_max) in Spark: the rows of
+    `ts - 1 s AND ts + 1 s` locally, and the row whose time lies outside is rejected."""
     from sparkcep.runners.spark import run
 
-    frame = spark.createDataFrame(STAMPS)
-    got = run(frame, STAMP_QUERY, id_col="id").rows.toPandas()
+    one = pd.Timedelta(seconds=1)
+    bounded = STAMPS.assign(lo=STAMPS["ts"] - one, hi=STAMPS["ts"] + one)
+    outside = {"id": 8, "type": "A", "ts": BASE + 20 * one, "lo": BASE + 21 * one,
+               "hi": BASE + 22 * one}  # fmt: skip
+    bounded = pd.concat([bounded, pd.DataFrame([outside])], ignore_index=True)
+    query = "PATTERN SEQ(A a, B b, C c) TIME BETWEEN lo AND hi WITHIN 4 s"
+    result = run(spark.createDataFrame(bounded), query, id_col="id")
     local = match_local(STAMPS, STAMP_QUERY, id_col="id")
     assert len(local) == 4
-    pd.testing.assert_frame_equal(got, local, check_dtype=False)
+    pd.testing.assert_frame_equal(result.rows.toPandas(), local, check_dtype=False)
+    (rejected,) = result.rejected.toPandas().to_dict("records")
+    assert rejected["id"] == 8 and rejected["reason"] == "ts lies outside its interval [lo, hi]"
+    assert any(w.startswith("U_max = 2 s") for w in result.warnings())
 
 
 # ---- when a match is reported ----------------------------------------------------------------
