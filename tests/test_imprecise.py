@@ -486,10 +486,85 @@ def test_a_query_error_shows_line_and_column():
     assert "^" in str(error.value)
 
 
-def test_timestamp_time_is_refused():
-    frame = pd.DataFrame({"type": ["A", "B"], "ts": pd.to_datetime(["2020-01-01", "2020-01-02"])})
-    with pytest.raises(QueryError, match="integer points"):
-        match_local(frame, "PATTERN SEQ(A a, B b) TIME BETWEEN ts AND ts WITHIN 5 days")
+SECONDS = pd.DataFrame(
+    {"id": range(8), "type": list("ABCBCACB"), "ts": [0, 1, 2, 3, 5, 6, 7, 9]}
+)  # integer seconds; STAMPS: the same events as timestamps, within their second
+BASE = pd.Timestamp("2015-09-01 10:00:00")
+STAMPS = SECONDS.assign(
+    ts=BASE
+    + pd.to_timedelta(SECONDS["ts"], unit="s")
+    + pd.to_timedelta([0, 300, 0, 999, 500, 0, 1, 250], unit="ms")
+)
+STAMP_QUERY = "PATTERN SEQ(A a, B b, C c) TIME BETWEEN ts - 1 s AND ts + 1 s WITHIN 4 s"
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_timestamp_time_in_seconds_equals_the_integer_seconds(algorithm):
+    """Over a timestamp column the interval's points are whole seconds here (the coarsest
+    unit of ts - 1 s), each time truncated to its second: the signatures, confidences and
+    ranges (as timestamps) are those of the same events in integer seconds."""
+    expected = {
+        sig: (BASE + pd.Timedelta(seconds=lo), BASE + pd.Timedelta(seconds=hi), conf)
+        for sig, (lo, hi, conf) in oracle_rows(
+            SECONDS, STAMP_QUERY.replace(" s", ""), id_col="id"
+        ).items()
+    }
+    assert len(expected) == 4
+    assert_same(engine_rows(STAMPS, STAMP_QUERY, algorithm), expected, algorithm)
+    warnings = run_local(STAMPS, STAMP_QUERY, id_col="id").warnings
+    assert any("the interval's points are whole s" in w for w in warnings)
+
+
+def test_timestamp_points_follow_the_time_unit():
+    """--time-unit ms: points of 1 ms, the times kept to the millisecond; the same as the
+    events in integer milliseconds."""
+    millis = STAMPS.assign(ts=(STAMPS["ts"] - BASE) // pd.Timedelta(milliseconds=1))
+    in_ms = match_local(millis, STAMP_QUERY, id_col="id", time_unit="ms")
+    stamped = match_local(STAMPS, STAMP_QUERY, id_col="id", time_unit="ms")
+    assert len(in_ms) > 0
+    for col in ("range_start", "range_end"):
+        in_ms[col] = BASE + pd.to_timedelta(in_ms[col], unit="ms")
+    pd.testing.assert_frame_equal(stamped, in_ms, check_dtype=False)
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "message"),
+    [
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 AND ts + 1 WITHIN 5 s", {},
+         "holds timestamps: give the bound a unit"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - 1 s AND ts WITHIN 5 s", {"time_unit": "ns"},
+         "an interval's points are s, ms, us, not ns"),
+        ("PATTERN SEQ(A a, B b) TIME BETWEEN ts - d AND ts WITHIN 5 s", {},
+         "'d' holds int values"),
+    ],
+)  # fmt: skip
+def test_timestamp_interval_errors(query, options, message):
+    from sparkcep.plan import Options, analyze
+
+    schema = {"ts": "timestamp", "type": "string", "d": "int"}
+    with pytest.raises(QueryError, match=message):
+        analyze(query, schema, Options(**options))
+
+
+@pytest.mark.spark
+def test_timestamp_time_in_spark_equals_local(spark):
+    """Bounds from timestamp columns, checked and measured (U_max) in Spark: the rows of
+    `ts - 1 s AND ts + 1 s` locally, and the row whose time lies outside is rejected."""
+    from sparkcep.runners.spark import run
+
+    one = pd.Timedelta(seconds=1)
+    bounded = STAMPS.assign(lo=STAMPS["ts"] - one, hi=STAMPS["ts"] + one)
+    outside = {"id": 8, "type": "A", "ts": BASE + 20 * one, "lo": BASE + 21 * one,
+               "hi": BASE + 22 * one}  # fmt: skip
+    bounded = pd.concat([bounded, pd.DataFrame([outside])], ignore_index=True)
+    query = "PATTERN SEQ(A a, B b, C c) TIME BETWEEN lo AND hi WITHIN 4 s"
+    result = run(spark.createDataFrame(bounded), query, id_col="id")
+    local = match_local(STAMPS, STAMP_QUERY, id_col="id")
+    assert len(local) == 4
+    pd.testing.assert_frame_equal(result.rows.toPandas(), local, check_dtype=False)
+    (rejected,) = result.rejected.toPandas().to_dict("records")
+    assert rejected["id"] == 8 and rejected["reason"] == "ts lies outside its interval [lo, hi]"
+    assert any(w.startswith("U_max = 2 s") for w in result.warnings())
 
 
 # ---- when a match is reported ----------------------------------------------------------------
@@ -639,3 +714,18 @@ def _count_points(evs, window):
     if not total:
         return None
     return first, last, Fraction(total, len(ta) * len(tb) * len(tc) * len(td))
+
+
+def test_timestamp_time_passes_the_conformance_suite():
+    """Batches cut anywhere, advance (in the time column's ticks, microseconds), stored
+    state: a timestamp column's points behave as integer times do."""
+    from sparkcep.checks import yield_checks
+    from sparkcep.engines.base import compile_jobs
+    from sparkcep.plan import Options, plan_queries
+    from sparkcep.schema import kind_of_pandas
+
+    options = Options(id_col="id")
+    schema = {c: kind_of_pandas(t) for c, t in STAMPS.dtypes.items()}
+    (program,) = compile_jobs(*plan_queries(STAMP_QUERY, schema, options), options)
+    for check in yield_checks(ENGINES["imprecise"]):
+        check(program, STAMPS)

@@ -113,6 +113,9 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
     if isinstance(expr, ast.Call):
         if expr.name in LIST_FUNCTIONS:
             return _list_function(expr.name, evaluate(expr.args[0], resolve, n))
+        if expr.name == TIME_POINTS:
+            micros = evaluate(expr.args[0], resolve, n)
+            return Vec(micros.values.astype(np.int64) // expr.args[1].value, micros.null)
         from sparkcep.functions import FUNCTIONS  # (functions builds on Vec, defined here)
 
         if expr.name in FUNCTIONS:
@@ -156,6 +159,11 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
 # runners/spark_expr.py computes the same in Spark. A null list, or a list with a null or
 # NaN element, gives null (as Spark's aggregate does); a value that is not a list too.
 LIST_FUNCTIONS = ("cardinality", "list_sum", "list_min")
+
+# time_points(ts, n): a timestamp as whole points of n microseconds (floor), the integer
+# points of an interval time over a timestamp column (plan/intervals.py). Not part of the
+# query language either: the analysis writes it into an interval's bounds.
+TIME_POINTS = "time_points"
 
 
 def _list_function(name: str, arg: Vec) -> Vec:

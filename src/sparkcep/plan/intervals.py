@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from sparkcep.expressions import TIME_POINTS
 from sparkcep.language import ast
 from sparkcep.plan.ayac import AyacSpec
 from sparkcep.timeunits import NANOS, WINDOW_LIMIT
+
+POINT_UNITS = ("s", "ms", "us")  # the points of an interval over a timestamp column
 
 NO_VAR = ""  # the variable of the bare column names of TIME's bounds
 
@@ -39,6 +42,22 @@ class IntervalSpec:
     pmf_col: str | None = None
     text: str = ""
     threshold: float | None = None  # THRESHOLD: the least confidence reported
+    point_unit: str | None = None  # a timestamp time column: the unit of one point
+
+    @property
+    def point_us(self) -> int:
+        """Microseconds per point (1: the time column's own ticks)."""
+        return 1 if self.point_unit is None else NANOS[self.point_unit] // NANOS["us"]
+
+    def time_expr(self, time_col: str) -> ast.Expr:
+        """The time column in points: itself, or a timestamp's whole points."""
+        ts = ast.AttrRef(NO_VAR, time_col)
+        return ts if self.point_unit is None else _in_points(ts, self.point_us)
+
+    def points_window(self, window: int) -> int:
+        """A window of `window` ticks (microseconds for timestamps) in points: times
+        are whole points, so last - first < w is last - first < ceil(w)."""
+        return -(-window // self.point_us)
 
     @property
     def from_data(self) -> bool:
@@ -67,6 +86,8 @@ def _attrs(expr: ast.Expr) -> list[str]:
 class IntervalClauses:
     """TIME BETWEEN / --time-upper / --pmf analysis (mixed into the analyzer, which
     provides `query`, `options`, `schema`, `comps`, `error`, `_strategy`, `_time_kind`)."""
+
+    _point_unit: str | None = None  # a timestamp time column: the unit of one point
 
     def _interval_time(self) -> bool:
         return self.query.time_lower is not None or self.options.time_end_col is not None
@@ -99,16 +120,19 @@ class IntervalClauses:
             raise self.error(f"{what} are not supported over interval times", where)
         self._check_interval_pattern(window, where)
         kind = self._time_kind()
-        if kind not in ("int", "unknown"):
+        if kind not in ("int", "unknown", "timestamp"):
             raise self.error(
                 f"an interval time is made of integer points, and the time column "
                 f"'{opts.time_col}' holds {kind} values: give the time as integers (e.g. "
-                f"tenths of a second)",
+                f"tenths of a second) or timestamps",
                 where,
             )
+        self._point_unit = self._interval_point_unit(where) if kind == "timestamp" else None
         if q.time_lower is not None:
             lower, upper = q.time_lower, q.time_upper
             text = f"TIME BETWEEN {_text(lower)} AND {_text(upper)}"
+            if self._point_unit is not None:
+                self._check_units(lower, upper)
             lower, upper = self._in_ticks(lower), self._in_ticks(upper)
         else:
             lower = ast.AttrRef(NO_VAR, opts.time_col)
@@ -116,6 +140,9 @@ class IntervalClauses:
             text = f"from columns {opts.time_col} (lower) and {opts.time_end_col} (upper)"
         for bound in (lower, upper):
             self._check_bound(bound)
+        if self._point_unit is not None:
+            lower, upper = (_timestamps_in_points(b, self._point_unit)
+                            for b in (lower, upper))  # fmt: skip
         if opts.pmf_col is not None and self.schema is not None and opts.pmf_col not in self.schema:
             raise self.error(f"the pmf column '{opts.pmf_col}' is not in the input")
         offsets = (_offset(lower, opts.time_col), _offset(upper, opts.time_col))
@@ -129,8 +156,52 @@ class IntervalClauses:
         before = -offsets[0] if offsets[0] is not None else None
         after = offsets[1] if offsets[1] is not None else None
         spec = IntervalSpec(lower, upper, None, before, after, opts.pmf_col, text,
-                            self._confidence_threshold())  # fmt: skip
+                            self._confidence_threshold(), self._point_unit)  # fmt: skip
+        if self._point_unit is not None:
+            self.warnings.append(
+                f"the time column '{opts.time_col}' holds timestamps: the interval's points "
+                f"are whole {self._point_unit} (each time and bound is truncated to its "
+                f"{self._point_unit}; --time-unit {'|'.join(POINT_UNITS)} sets the point), and "
+                f"range_start and range_end are the timestamps of those points"
+            )
         return spec if width is None else spec.with_width(width)
+
+    def _check_units(self, *bounds):
+        """Over a timestamp column a number in a bound is a duration with its unit."""
+        for bound in bounds:
+            for node in ast.walk(bound):
+                if isinstance(node, ast.Literal) and isinstance(node.value, int | float):
+                    raise self.error(
+                        f"the time column holds timestamps: give the bound a unit (e.g. "
+                        f"{_number(node.value)} s)",
+                        node.span,
+                    )
+
+    def _interval_point_unit(self, where) -> str:
+        """The point of an interval over a timestamp column: --time-unit, else the
+        coarsest of POINT_UNITS in which every duration of TIME's clause is whole."""
+        q, unit = self.query, self.options.time_unit
+        if unit is not None:
+            if unit not in POINT_UNITS:
+                raise self.error(
+                    f"the time column '{self.options.time_col}' holds timestamps (microseconds):"
+                    f" an interval's points are {', '.join(POINT_UNITS)}, not {unit}",
+                    where,
+                )
+            return unit
+        durations = [
+            n.value
+            for bound in (q.time_lower, q.time_upper)
+            if bound is not None
+            for n in ast.walk(bound)
+            if isinstance(n, ast.Literal) and isinstance(n.value, ast.Duration)
+        ]
+        if q.time_width is not None:
+            durations.append(q.time_width)
+        for unit in POINT_UNITS:
+            if all(_whole(d.amount * NANOS[d.unit] / NANOS[unit]) for d in durations if d.unit):
+                return unit
+        return POINT_UNITS[-1]
 
     def _confidence_threshold(self) -> float | None:
         """THRESHOLD over interval times: the least confidence a reported signature has
@@ -180,7 +251,14 @@ class IntervalClauses:
                         node.span,
                     )
                 kind = self.schema.get(node.attr, "unknown") if self.schema else "unknown"
-                if kind not in ("int", "unknown"):
+                if self._point_unit is not None and kind != "timestamp":
+                    raise self.error(
+                        f"the time column holds timestamps, and '{node.attr}' holds {kind} "
+                        f"values: an interval bound is a timestamp column plus or minus a "
+                        f"duration (ts - 1 s)",
+                        node.span,
+                    )
+                if self._point_unit is None and kind not in ("int", "unknown"):
                     raise self.error(
                         f"an interval bound is an integer, and '{node.attr}' holds {kind} values",
                         node.span,
@@ -211,16 +289,22 @@ class IntervalClauses:
         if abs(ticks - round(ticks)) > 1e-9:
             raise self.error(
                 f"an interval bound is a whole number of ticks, and this is {ticks:g} "
-                f"ticks of {self.options.time_unit}",
+                f"ticks of {self._point_unit or self.options.time_unit}",
                 term.span,
             )
         return replace(bound, right=ast.Literal(round(ticks), span=term.span))
 
     def _duration_ticks_of(self, duration: ast.Duration, what: str) -> float:
         """A duration of TIME's clause in ticks of the integer time column."""
+        unit = self._point_unit or self.options.time_unit
         if duration.unit is None:
+            if self._point_unit is not None:
+                raise self.error(
+                    f"the time column holds timestamps: give the {what} a unit (e.g. "
+                    f"{_number(duration.amount)} s)",
+                    duration.span,
+                )
             return duration.amount
-        unit = self.options.time_unit
         if unit is None:
             raise self.error(
                 f"the {what} has a unit but the integer time column has none: give "
@@ -251,15 +335,49 @@ class IntervalClauses:
         return None
 
 
+def _whole(x: float) -> bool:
+    return math.isfinite(x) and abs(x - round(x)) <= 1e-9
+
+
+def _number(amount: float) -> str:
+    return str(int(amount)) if float(amount).is_integer() else f"{amount:g}"
+
+
+def _in_points(expr: ast.Expr, point_us: int) -> ast.Expr:
+    return ast.Call(TIME_POINTS, (expr, ast.Literal(point_us)), span=expr.span)
+
+
+def _timestamps_in_points(expr: ast.Expr, unit: str) -> ast.Expr:
+    """A bound with its timestamp columns as whole points of `unit` (its durations are
+    in points already)."""
+    if isinstance(expr, ast.AttrRef):
+        return _in_points(expr, NANOS[unit] // NANOS["us"])
+    if isinstance(expr, ast.BinOp):
+        return replace(expr, left=_timestamps_in_points(expr.left, unit),
+                       right=_timestamps_in_points(expr.right, unit))  # fmt: skip
+    if isinstance(expr, ast.Negate):
+        return replace(expr, operand=_timestamps_in_points(expr.operand, unit))
+    if isinstance(expr, ast.Call):
+        args = tuple(_timestamps_in_points(a, unit) for a in expr.args)
+        return replace(expr, args=args)
+    return expr
+
+
+def _is_time(expr: ast.Expr, time_col: str) -> bool:
+    """`expr` is the time column (or its points)."""
+    if isinstance(expr, ast.Call) and expr.name == TIME_POINTS:
+        expr = expr.args[0]
+    return isinstance(expr, ast.AttrRef) and expr.attr == time_col
+
+
 def _offset(expr: ast.Expr, time_col: str) -> int | None:
     """c when `expr` is time_col + c (or time_col - c, or time_col), else None."""
-    if isinstance(expr, ast.AttrRef) and expr.attr == time_col:
+    if _is_time(expr, time_col):
         return 0
     if (
         isinstance(expr, ast.BinOp)
         and expr.op in ("+", "-")
-        and isinstance(expr.left, ast.AttrRef)
-        and expr.left.attr == time_col
+        and _is_time(expr.left, time_col)
         and isinstance(expr.right, ast.Literal)
         and isinstance(expr.right.value, int)
         and not isinstance(expr.right.value, bool)
@@ -268,22 +386,27 @@ def _offset(expr: ast.Expr, time_col: str) -> int | None:
     return None
 
 
-def bound_text(expr: ast.Expr) -> str:
-    """A bound as written: bare column names, parentheses only where needed."""
+def bound_text(expr: ast.Expr, unit: str | None = None) -> str:
+    """A bound as written: bare column names, parentheses only where needed; numbers
+    with the `unit` of a point when the time column holds timestamps."""
     if isinstance(expr, ast.Literal) and isinstance(expr.value, ast.Duration):
         amount = expr.value.amount
         return f"{int(amount) if float(amount).is_integer() else amount} {expr.value.unit}"
+    if isinstance(expr, ast.Literal) and unit is not None:
+        return f"{expr.value} {unit}"
     if isinstance(expr, ast.AttrRef):
         return expr.attr if expr.var == NO_VAR else f"{expr.var}.{expr.attr}"
     if isinstance(expr, ast.BinOp):
-        right = bound_text(expr.right)
+        right = bound_text(expr.right, unit)
         if isinstance(expr.right, ast.BinOp):
             right = f"({right})"
-        return f"{bound_text(expr.left)} {expr.op} {right}"
+        return f"{bound_text(expr.left, unit)} {expr.op} {right}"
     if isinstance(expr, ast.Negate):
-        return f"-{bound_text(expr.operand)}"
+        return f"-{bound_text(expr.operand, unit)}"
+    if isinstance(expr, ast.Call) and expr.name == TIME_POINTS:
+        return bound_text(expr.args[0], unit)
     if isinstance(expr, ast.Call):
-        return f"{expr.name}({', '.join(bound_text(a) for a in expr.args)})"
+        return f"{expr.name}({', '.join(bound_text(a, unit) for a in expr.args)})"
     return ast.to_text(expr)
 
 
@@ -320,7 +443,7 @@ def with_data_widths(plans, widest) -> list:
             continue
         width = max(int(widest(spec) or 0), 0)
         note = (
-            f"U_max = {width} ticks: the largest interval width (upper - lower) in the input; "
+            f"U_max = {width} {'ticks' if spec.point_unit is None else spec.point_unit}: the largest interval width (upper - lower) in the input; "
             f"WIDTH AT MOST n (or --max-width n) would bound it and reject wider rows"
         )
         out.append(replace(plan, spec=spec.with_width(width), warnings=(*plan.warnings, note)))
@@ -351,7 +474,7 @@ def frame_width(spec: IntervalSpec, frame, time_col: str) -> int | None:
 
     lo = numbers(evaluate(spec.lower, resolve, n))
     hi = numbers(evaluate(spec.upper, resolve, n))
-    ts = numbers(column_vec(frame[time_col]))
+    ts = numbers(evaluate(spec.time_expr(time_col), resolve, n))
     ok = (lo <= ts) & (ts <= hi)  # false where any is NaN (null)
     lo_v, hi_v = lo, hi
     return int((hi_v - lo_v)[ok].max()) if ok.any() else None

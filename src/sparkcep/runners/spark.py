@@ -245,7 +245,7 @@ def matching_partitions(spark) -> int:
 def _widest(valid: DataFrame, spec, options: Options) -> int | None:
     """The largest upper - lower of the rows whose interval the row checks keep (one
     aggregate job over the input: a batch has an end, so U_max is read, not asked)."""
-    lo, hi, ts = to_column(spec.lower), to_column(spec.upper), F.col(f"`{options.time_col}`")
+    lo, hi, ts = (to_column(e) for e in (spec.lower, spec.upper, spec.time_expr(options.time_col)))
     usable = lo.isNotNull() & hi.isNotNull() & (lo <= ts) & (ts <= hi)
     widest = valid.select(F.max(F.when(usable, hi - lo)).alias("w")).first()
     return None if widest is None or widest["w"] is None else int(widest["w"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from sparkcep.expressions import TIME_POINTS
 from sparkcep.language import ast
 
 _COMPARE = {
@@ -59,6 +60,9 @@ def to_column(expr: ast.Expr) -> Column:
         return F.col(f"`{expr.attr}`")
     if isinstance(expr, ast.Call) and expr.name in _LIST_FUNCTIONS:
         return _LIST_FUNCTIONS[expr.name](to_column(expr.args[0]))
+    if isinstance(expr, ast.Call) and expr.name == TIME_POINTS:  # exact below 2^53 us
+        micros = F.unix_micros(to_column(expr.args[0]))
+        return F.floor(micros / F.lit(expr.args[1].value)).cast("long")
     if isinstance(expr, ast.Call) and expr.name in FUNCTIONS:
         return FUNCTIONS[expr.name](*[to_column(a) for a in expr.args])
     if isinstance(expr, ast.Negate):

@@ -50,7 +50,7 @@ class Pattern:
             stages[cond.stage].append(cond.expr)
         return Pattern(
             bits=tuple(c.bit for c in positives),
-            window=int(plan.window),  # type: ignore[arg-type]
+            window=spec.points_window(int(plan.window)),  # type: ignore[arg-type]
             next=plan.strategy == "SKIP_TILL_NEXT_MATCH",
             stages=tuple(tuple(s) for s in stages),
             variables=tuple(c.var for c in positives),
@@ -182,13 +182,13 @@ def interval_events(
         time_end_col=options.time_end_col,
     )
     rows = frame.iloc[table.row] if len(table) < len(frame) else frame
-    if table.ts_end is not None:  # --time-upper: the time column is the lower bound
+    if table.ts_end is not None and spec.point_unit is None:  # --time-upper: ts is the lower
         lo, hi = table.ts, table.ts_end
     else:
         lo, hi = bound_values(spec, rows, len(table))
     lists = rows[spec.pmf_col].to_numpy() if spec.pmf_col else None
     return IntervalEvents(
-        table.segment, table.ts, lo, hi, table.mask, pmf_matrix(lo, hi, lists),
+        table.segment, table.ts // spec.point_us, lo, hi, table.mask, pmf_matrix(lo, hi, lists),
         table.columns, table.row,
     )  # fmt: skip
 

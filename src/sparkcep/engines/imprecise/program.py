@@ -56,7 +56,7 @@ STRATEGY_WORDS = {
 class ImpreciseState:
     buffer: pd.DataFrame | None = None  # events that can still take part in a match
     pending: pd.DataFrame | None = None  # rows not final yet, with FINAL and PLAN
-    latest: int | None = None  # latest time seen, in ticks
+    latest: int | None = None  # latest time seen, in points
 
 
 class ImpreciseProgram(Program):
@@ -85,6 +85,11 @@ class ImpreciseProgram(Program):
         self.algorithm = algorithm
         self.specs: list[IntervalSpec] = [p.spec for p in self.plans]  # type: ignore[misc]
         self.patterns = [Pattern.of(p) for p in self.plans]
+        if len({s.point_unit for s in self.specs}) > 1:
+            raise QueryError(
+                "interval queries over one timestamp column run together must share their "
+                "points: give --time-unit"
+            )
         self._output = self._merged_output()
 
     # ---- what the program needs and gives
@@ -96,7 +101,8 @@ class ImpreciseProgram(Program):
             raise QueryError(STREAM_WIDTH)  # a batch run reads U_max from the data first
         u = max(s.max_width for s in self.specs)  # type: ignore[type-var]
         w = max(p.window for p in self.patterns)
-        return 2 * u + 1, w + 2 * u + 1
+        tick = self.specs[0].point_us  # reach is in the time column's ticks
+        return (2 * u + 1) * tick, (w + 2 * u + 1) * tick
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -152,7 +158,8 @@ class ImpreciseProgram(Program):
         return ImpreciseState()
 
     def process(self, state: ImpreciseState, events: pd.DataFrame, *, owned=None) -> pd.DataFrame:
-        ticks = self.check_time_order(events, state.latest)
+        latest = None if state.latest is None else state.latest * self.specs[0].point_us
+        ticks = self.check_time_order(events, latest) // self.specs[0].point_us
         previous = state.latest
         if len(ticks):
             top = int(ticks.max())
@@ -174,6 +181,7 @@ class ImpreciseProgram(Program):
 
     def advance(self, state: ImpreciseState, to: int) -> pd.DataFrame:
         """No event before `to` will come: report what became final."""
+        to //= self.specs[0].point_us  # ticks -> points
         if state.latest is not None and to <= state.latest:
             return self.empty(state.buffer)
         state.latest = to
@@ -225,7 +233,7 @@ class ImpreciseProgram(Program):
         for i, (plan, spec) in enumerate(zip(self.plans, self.specs)):
             relevant = self.signatures.plan_mask(plan, mask) != 0
             _, hi = bound_values(spec, frame, len(frame))
-            horizon = frontier[i] - plan.window - spec.max_width  # type: ignore[operator]
+            horizon = frontier[i] - self.patterns[i].window - spec.max_width  # type: ignore[operator]
             keep |= relevant & (hi > horizon)
         state.buffer = frame[keep].drop(columns=[OWNED], errors="ignore").reset_index(drop=True)
 
@@ -246,7 +254,7 @@ class ImpreciseProgram(Program):
                 found = _kept(found, found.confidence >= self.specs[i].threshold)
             if not len(found):
                 continue
-            out = self._match_rows(plan, frame, events, found)
+            out = self._match_rows(plan, frame, events, found, self.patterns[i].window)
             if self.names is not None:
                 out.insert(0, QUERY, self.names[i])
             out[PLAN] = i
@@ -257,16 +265,14 @@ class ImpreciseProgram(Program):
                                    PLAN: pd.Series([], dtype=np.int64)})  # fmt: skip
         return pd.concat(outs, ignore_index=True) if len(outs) > 1 else outs[0]
 
-    def _match_rows(self, plan: Plan, frame: pd.DataFrame, events, found: Found) -> pd.DataFrame:
+    def _match_rows(self, plan: Plan, frame, events, found: Found, window: int) -> pd.DataFrame:
         idx = found.idx
         rows = events.row[idx]
         time = frame[self.options.time_col]
         out: dict[str, object] = {
-            "range_start": found.start.astype(time.dtype, copy=False)
-            if time.dtype.kind in "iu" else found.start,
-            "range_end": found.end.astype(time.dtype, copy=False)
-            if time.dtype.kind in "iu" else found.end,
-        }  # fmt: skip
+            "range_start": _as_time(found.start, time, self.specs[0].point_unit),
+            "range_end": _as_time(found.end, time, self.specs[0].point_unit),
+        }
         for k in plan.key:
             out[k] = frame[k].to_numpy()[rows[:, 0]]
         ids = frame[self.id_col].to_numpy()
@@ -276,9 +282,18 @@ class ImpreciseProgram(Program):
         for col in plan.returns:
             out[col.name] = _typed(_return_values(col.expr, plan, events, idx), col.kind)
         lo, hi = events.lo[idx], events.hi[idx]
-        _, _, vub, _ = ValidBounds.three_pass(lo, hi, plan.window)  # type: ignore[arg-type]
+        _, _, vub, _ = ValidBounds.three_pass(lo, hi, window)
         out[FINAL] = vub[:, -1]
         return pd.DataFrame(out)
+
+
+def _as_time(points: np.ndarray, time: pd.Series, point_unit: str | None):
+    """Points as values of the time column: its integers, or timestamps (UTC)."""
+    if point_unit is not None:
+        stamps = pd.to_datetime(points.astype(np.int64), unit=point_unit)
+        tz = getattr(time.dtype, "tz", None)
+        return stamps.tz_localize("UTC").tz_convert(tz) if tz else stamps
+    return points.astype(time.dtype, copy=False) if time.dtype.kind in "iu" else points
 
 
 def _kept(found: Found, keep) -> Found:
@@ -317,15 +332,17 @@ def _width_words(spec: IntervalSpec) -> str:
             "U_max (the largest upper - lower) read from the input in a batch run; a stream "
             "needs WIDTH AT MOST or --max-width"
         )
+    if spec.point_unit is not None:
+        return f"at most {spec.max_width} points of 1 {spec.point_unit} wide (U_max)"
     return f"at most {spec.max_width} ticks wide (U_max)"
 
 
 def interval_checks(spec: IntervalSpec, time_col: str) -> list[RowCheck]:
     """The row checks of an interval time (docs/imprecise.md, "Rejected rows")."""
     lo, hi = spec.lower, spec.upper
-    ts = ast.AttrRef(NO_VAR, time_col)
+    ts = spec.time_expr(time_col)
     width = ast.Literal(spec.max_width)
-    lo_text, hi_text = bound_text(lo), bound_text(hi)
+    lo_text, hi_text = bound_text(lo, spec.point_unit), bound_text(hi, spec.point_unit)
 
     def op(o, a, b):
         return ast.BinOp(o, a, b)
