@@ -234,12 +234,14 @@ def _read_csv(
 
     if text:
         frame = parse(dtype=str)
-    elif _may_need_text(data, sep):
-        cells = parse(dtype=str)
-        kept = [c for c in cells.columns if cells[c].str.match(KEEP_TEXT, na=False).any()]
-        frame = parse(dtype=dict.fromkeys(kept, str)) if kept else parse()
     else:
         frame = parse()
+        numbers = [c for c in frame.columns if frame[c].dtype.kind in "iuf"]
+        if numbers and _may_need_text(data, sep):  # only a column of numbers may lose text
+            cells = parse(dtype=str, usecols=numbers)
+            kept = [c for c in numbers if cells[c].str.match(KEEP_TEXT, na=False).any()]
+            if kept:
+                frame = frame.assign(**{c: cells[c] for c in kept})
     return _not_utf8_rows(_with_malformed(frame, malformed), data)
 
 

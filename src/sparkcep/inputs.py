@@ -59,9 +59,12 @@ def null_cells(frame: pd.DataFrame, null_values=()) -> pd.DataFrame:
         if col in (CORRUPT, READ_REASON) or frame[col].dtype != object:
             continue
         cells = frame[col]
-        blank = cells.map(lambda v: isinstance(v, str) and v.strip(" ") in tokens)
+        try:  # vectorised: a cell that is not text gives NaN, never a token
+            blank = cells.str.strip(" ").isin(tokens)
+        except AttributeError:  # no text in the column at all
+            continue
         if blank.any():
-            out[col] = cells.where(~blank.astype(bool), None)
+            out[col] = cells.where(~blank, None)
     return frame.assign(**out) if out else frame
 
 
