@@ -27,18 +27,20 @@ a stream neither loses nor repeats rows.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import Program, compile_jobs
+from sparkcep.engines.base import Program, compile_jobs, sort_rows
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
@@ -545,6 +547,23 @@ class StreamStep:
         return pd.DataFrame(columns, index=frame.index)  # one frame, not a column at a time
 
 
+def typed_frame(table: pa.Table) -> pd.DataFrame:
+    """Rows taken from Spark as pandas of the types a batch run gives: integer and boolean
+    columns nullable (pandas' default makes a column with a null float64, and 2**53 + 1
+    then reads 2**53), lists of ids as lists (not float arrays when one holds a null)."""
+
+    def kept(t: pa.DataType):
+        if pa.types.is_integer(t):
+            return pd.api.types.pandas_dtype(f"Int{t.bit_width}")
+        if pa.types.is_boolean(t):
+            return pd.BooleanDtype()
+        if pa.types.is_nested(t):
+            return pd.ArrowDtype(t)
+        return None
+
+    return table.to_pandas(types_mapper=kept)
+
+
 def _by_key(frame: pd.DataFrame | None, rows: np.ndarray) -> dict[str, pd.DataFrame]:
     """The chosen rows of `frame` per key, each in the frame's order."""
     if frame is None or not rows.any():
@@ -581,6 +600,7 @@ class BatchWriter:
             "rejected": [*events, REASON],
         }
         self.names = {f"{EVENT}{c}": c for c in result.input_columns}
+        self.order = result.program.order
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
         self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
@@ -591,16 +611,17 @@ class BatchWriter:
         return sum(self.pending.values())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        with warnings.catch_warnings():  # a failed batch is raised, not also warned of
-            warnings.simplefilter("ignore", UserWarning)
-            rows = df.toPandas()
-        marks = rows[rows[KIND] == "pending"]
-        self.pending.update(zip(marks[KEY], marks[PENDING].astype(int)))
+        rows = df.toArrow()
+        kinds = rows.column(KIND)
+        marks = rows.filter(pc.equal(kinds, "pending"))
+        self.pending.update(zip(marks[KEY].to_pylist(), marks[PENDING].to_pylist()))
         for kind, folder in self.folders.items():
-            frame = rows[rows[KIND] == kind][self.columns[kind]].rename(columns=self.names)
+            table = rows.filter(pc.equal(kinds, kind)).select(self.columns[kind])
+            table = table.rename_columns([self.names.get(c, c) for c in table.column_names])
+            frame = typed_frame(table)
             lines = json_lines(frame)
-            order = np.argsort(np.array(lines, dtype=object), kind="stable")
-            frame, lines = frame.iloc[order].reset_index(drop=True), [lines[i] for i in order]
+            order = self._order(kind, frame, lines)
+            lines = [lines[i] for i in order]
             self.totals[kind] += len(lines)
             if self.format == "console":
                 for line in lines:
@@ -614,10 +635,20 @@ class BatchWriter:
             tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
             if self.format == "jsonl":
                 tmp.write_text("\n".join(lines) + "\n")
-            else:
-                frame.to_parquet(tmp, index=False)
+            else:  # as a batch run writes parquet (Spark's way: its types, INT96 times)
+                pq.write_table(
+                    table.take(order), tmp, store_schema=False, use_deprecated_int96_timestamps=True
+                )
             os.replace(tmp, path)
         self.totals["batches"] += 1
+
+    def _order(self, kind: str, frame: pd.DataFrame, lines: list[str]) -> np.ndarray:
+        """The rows in a batch run's order (matches), equal ones in the order of their
+        text: a batch re-run after a crash rewrites the same file."""
+        by_text = np.argsort(np.array(lines, dtype=object), kind="stable")
+        if kind != "match":
+            return by_text
+        return sort_rows(frame.iloc[by_text].assign(__row=by_text), self.order)["__row"].to_numpy()
 
 
 # ---- sources and running ----------------------------------------------------------------
