@@ -245,6 +245,41 @@ def test_state_stays_bounded_with_short_lived_keys(spark, tmp_path):
     assert stream_lines(tmp_path / "out") == batch_lines(frame, query)
 
 
+def test_ctrl_c_stops_the_stream_quietly_with_its_summary(tmp_path):
+    """SIGINT to a running `sparkcep stream`: it stops between micro-batches, prints its
+    summary and exits with 130, with no trace (py4j's, the JVM's) and no FutureWarning."""
+    (tmp_path / "in").mkdir()
+    rows = {"id": [0, 1, 2], "type": ["A", "B", "END"], "ts": [1_000, 2_000, 90_000]}
+    pd.DataFrame(rows).to_csv(tmp_path / "in" / "e.csv", index=False)
+    args = [
+        sys.executable, "-m", "sparkcep.cli", "stream", "PATTERN SEQ(A a, B b) WITHIN 10 s",
+        "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "ckpt"), "--id", "id", "--time-unit", "ms",
+        "--trigger", "1 second", "--master", "local[2]",
+    ]  # fmt: skip
+    env = dict(os.environ, SPARKCEP_CDS=os.environ.get("SPARKCEP_CDS", "1"), COLUMNS="200")
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 240
+        while not list((tmp_path / "out").glob("batch-*.jsonl")):  # the match is out
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    shown = stdout + stderr
+    assert proc.returncode == 130, shown[-2000:]
+    for noise in ("Traceback", "py4j", "FutureWarning", "Exception"):
+        assert noise not in shown, shown[-3000:]
+    assert "micro-batches" in stdout and "stopped (Ctrl-C)" in stderr
+    assert stream_lines(tmp_path / "out") == [b'{"start":1000,"end":2000,"a":0,"b":1}']
+
+
 def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
     frame = events(600, seed=21)
     write_files(frame, tmp_path / "in", parts=6)

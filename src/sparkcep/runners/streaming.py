@@ -27,6 +27,10 @@ a stream neither loses nor repeats rows.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -59,6 +63,16 @@ from sparkcep.runners.spark_rows import (
 )
 from sparkcep.runners.spark_session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT
+
+# applyInPandasWithState pads the frames a step yields with an all-null frame and joins
+# them (pyspark/worker.py), of which pandas warns in every Python worker: PySpark's to mend,
+# not the user's concern. This module is imported wherever a step runs.
+warnings.filterwarnings(
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty or all-NA entries",
+    category=FutureWarning,
+    module=r"pyspark\.worker",
+)
 
 WATERMARK = "__wm"
 KEY = "__key"
@@ -709,3 +723,34 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
     # The query takes a copy of the session's settings when it starts.
     with setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
         return query.start(), writer
+
+
+def await_stream(query, timeout: float | None = None) -> bool:
+    """Wait until the stream ends, or `timeout` seconds; on Ctrl-C (SIGINT), let the
+    micro-batch in progress finish, stop the stream and return True (the rows written
+    stay; a restart on the checkpoint goes on from there).
+
+    Python's KeyboardInterrupt would come in the middle of a call to the JVM, breaking
+    its connection, and a batch cut short fills the screen with the JVM's and py4j's
+    traces: the signal only sets a flag here, looked at between short waits. A second
+    Ctrl-C, while the stream stops, interrupts at once."""
+    stop = threading.Event()
+
+    def interrupted(*_):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not stop.is_set() and not query.awaitTermination(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        while stop.is_set() and query.isActive and query.status["isTriggerActive"]:
+            time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if query.isActive:
+        query.stop()
+    return stop.is_set()
