@@ -247,37 +247,40 @@ def test_state_stays_bounded_with_short_lived_keys(spark, tmp_path):
 
 def test_ctrl_c_stops_the_stream_quietly_with_its_summary(tmp_path):
     """SIGINT to a running `sparkcep stream`: it stops between micro-batches, prints its
-    summary and exits with 130, with no trace (py4j's, the JVM's) and no FutureWarning."""
+    summary and exits with 130, with no trace (py4j's, the JVM's) and no FutureWarning.
+    Its rows, printed (`--format console`), are the lines of a batch run."""
     (tmp_path / "in").mkdir()
-    rows = {"id": [0, 1, 2], "type": ["A", "B", "END"], "ts": [1_000, 2_000, 90_000]}
-    pd.DataFrame(rows).to_csv(tmp_path / "in" / "e.csv", index=False)
+    frame = pd.DataFrame({"id": [0, 1, 2], "type": ["A", "B", "END"], "ts": [1_000, 2_000, 90_000]})
+    frame.to_csv(tmp_path / "in" / "e.csv", index=False)
+    query = "PATTERN SEQ(A a, B b) WITHIN 10 s"
     args = [
-        sys.executable, "-m", "sparkcep.cli", "stream", "PATTERN SEQ(A a, B b) WITHIN 10 s",
-        "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-        "--checkpoint", str(tmp_path / "ckpt"), "--id", "id", "--time-unit", "ms",
-        "--trigger", "1 second", "--master", "local[2]",
+        sys.executable, "-m", "sparkcep.cli", "stream", query, "--input", str(tmp_path / "in"),
+        "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ckpt"), "--id", "id",
+        "--time-unit", "ms", "--trigger", "1 second", "--format", "console", "--master", "local[2]",
     ]  # fmt: skip
     env = dict(os.environ, SPARKCEP_CDS=os.environ.get("SPARKCEP_CDS", "1"), COLUMNS="200")
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.time() + 240
-        while not list((tmp_path / "out").glob("batch-*.jsonl")):  # the match is out
-            assert proc.poll() is None and time.time() < deadline
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    shown = stdout + stderr
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen(
+            args, stdout=stdout, stderr=stderr, env=env, start_new_session=True
+        )  # fmt: skip
+        try:
+            deadline = time.time() + 240
+            while "match\t" not in out.read_text():  # a micro-batch wrote the match
+                assert proc.poll() is None and time.time() < deadline, err.read_text()
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    shown = out.read_text() + err.read_text()
     assert proc.returncode == 130, shown[-2000:]
     for noise in ("Traceback", "py4j", "FutureWarning", "Exception"):
         assert noise not in shown, shown[-3000:]
-    assert "micro-batches" in stdout and "stopped (Ctrl-C)" in stderr
-    assert stream_lines(tmp_path / "out") == [b'{"start":1000,"end":2000,"a":0,"b":1}']
+    assert "micro-batches" in shown and "stopped (Ctrl-C)" in shown
+    rows = [line[6:].encode() for line in shown.splitlines() if line.startswith("match\t")]
+    assert rows == [b'{"start":1000,"end":2000,"a":0,"b":1}'] == batch_lines(frame, query)
 
 
 def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):

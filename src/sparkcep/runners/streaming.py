@@ -564,7 +564,12 @@ class StreamStep:
 def typed_frame(table: pa.Table) -> pd.DataFrame:
     """Rows taken from Spark as pandas of the types a batch run gives: integer and boolean
     columns nullable (pandas' default makes a column with a null float64, and 2**53 + 1
-    then reads 2**53), lists of ids as lists (not float arrays when one holds a null)."""
+    then reads 2**53), lists of ids as lists (not float arrays when one holds a null).
+
+    >>> table = pa.table({"id": [2**53 + 1, None], "ids": [[1, None], [2]]})
+    >>> json_lines(typed_frame(table))
+    ['{"id":9007199254740993,"ids":[1,null]}', '{"id":null,"ids":[2]}']
+    """
 
     def kept(t: pa.DataType):
         if pa.types.is_integer(t):
