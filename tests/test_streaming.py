@@ -248,15 +248,17 @@ def test_state_stays_bounded_with_short_lived_keys(spark, tmp_path):
 def test_ctrl_c_stops_the_stream_quietly_with_its_summary(tmp_path):
     """SIGINT to a running `sparkcep stream`: it stops between micro-batches, prints its
     summary and exits with 130, with no trace (py4j's, the JVM's) and no FutureWarning.
-    Its rows, printed (`--format console`), are the lines of a batch run."""
+    Its rows, printed (`--format console`), are the lines of a batch run. (PySpark's
+    FutureWarning comes with a timestamp column among the rows.)"""
     (tmp_path / "in").mkdir()
-    frame = pd.DataFrame({"id": [0, 1, 2], "type": ["A", "B", "END"], "ts": [1_000, 2_000, 90_000]})
+    times = ["2024-01-01T00:00:01", "2024-01-01T00:00:02", "2024-01-01T00:01:30"]
+    frame = pd.DataFrame({"id": [0, 1, 2], "type": ["A", "B", "END"], "ts": times})
     frame.to_csv(tmp_path / "in" / "e.csv", index=False)
     query = "PATTERN SEQ(A a, B b) WITHIN 10 s"
     args = [
         sys.executable, "-m", "sparkcep.cli", "stream", query, "--input", str(tmp_path / "in"),
         "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ckpt"), "--id", "id",
-        "--time-unit", "ms", "--trigger", "1 second", "--format", "console", "--master", "local[2]",
+        "--trigger", "1 second", "--format", "console", "--master", "local[2]",
     ]  # fmt: skip
     env = dict(os.environ, SPARKCEP_CDS=os.environ.get("SPARKCEP_CDS", "1"), COLUMNS="200")
     out, err = tmp_path / "stdout", tmp_path / "stderr"
@@ -280,7 +282,8 @@ def test_ctrl_c_stops_the_stream_quietly_with_its_summary(tmp_path):
         assert noise not in shown, shown[-3000:]
     assert "micro-batches" in shown and "stopped (Ctrl-C)" in shown
     rows = [line[6:].encode() for line in shown.splitlines() if line.startswith("match\t")]
-    assert rows == [b'{"start":1000,"end":2000,"a":0,"b":1}'] == batch_lines(frame, query)
+    row = b'{"start":"2024-01-01T00:00:01.000000Z","end":"2024-01-01T00:00:02.000000Z","a":0,"b":1}'
+    assert rows == [row] == batch_lines(frame, query, "--time", "ts")
 
 
 def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
