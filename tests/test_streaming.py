@@ -166,23 +166,6 @@ def test_one_micro_batch_writes_the_batch_runs_file_byte_for_byte(spark, tmp_pat
     assert written.read_bytes() == expected
 
 
-def test_timestamp_time_column(spark, tmp_path):
-    frame = events(300, seed=8)
-    frame["ts"] = pd.to_datetime(frame["ts"], unit="ms")  # written as ISO text
-    write_files(frame, tmp_path / "in", parts=3)
-    query = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
-    source = read_stream(spark, str(tmp_path / "in"), max_files=1)
-    rows = sparkcep.stream(source, query, id_col="id")  # no --time-unit: a timestamp
-    running, _ = start(
-        rows, output=str(tmp_path / "out"), late=str(tmp_path / "late"),
-        rejected=str(tmp_path / "rej"), checkpoint=str(tmp_path / "ckpt"), trigger="available-now",
-    )  # fmt: skip
-    running.awaitTermination()
-    expected = batch_lines(frame, query, "--time", "ts")  # no --time-unit
-    assert len(expected) > 0
-    assert stream_lines(tmp_path / "out") == expected
-
-
 def test_parquet_output_holds_the_batch_rows(spark, tmp_path):
     """Of the batch run's types too: timestamps, lists of ids."""
     frame = events(300, seed=2)
