@@ -328,12 +328,12 @@ STREAMED = [
 @pytest.mark.spark
 @pytest.mark.parametrize("query", STREAMED, ids=["skip", "timeouts", "funnel"])
 def test_streaming_equals_batch(spark, tmp_path, query):
-    from test_streaming import batch_rows, canonical, events, read_rows, run_stream, write_files
+    from test_streaming import batch_lines, events, run_stream, stream_lines, write_files
 
     frame = events(400, seed=13)
     write_files(frame, tmp_path / "in", parts=2)
     _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
-    expected = batch_rows(frame, query)
+    expected = batch_lines(frame, query)
     assert len(expected) > 0
-    assert canonical(read_rows(tmp_path / "out")) == canonical(expected)
+    assert stream_lines(tmp_path / "out") == expected
     assert writer.totals["late"] == 0

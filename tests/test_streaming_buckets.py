@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 from test_streaming import (
-    batch_rows,
-    canonical,
+    batch_lines,
     events,
     heartbeat,
     in_order,
     read_rows,
     run_stream,
+    stream_lines,
 )
 
 from sparkcep.engines.state import decode_bucket, decode_state
@@ -60,9 +60,9 @@ def test_many_keys_out_of_order_equal_batch_and_late_rows_stay_per_event(spark, 
     heartbeat(frame).to_csv(folder / "part-999.csv", index=False)
     in_order(folder)
     _, writer = run_stream(spark, folder, query, tmp_path, lateness="1 s")
-    expected = batch_rows(frame, query)
+    expected = batch_lines(frame, query)
     assert len(expected) > 20
-    assert canonical(read_rows(tmp_path / "out")) == canonical(expected)
+    assert stream_lines(tmp_path / "out") == expected
     late = read_rows(tmp_path / "late")
     assert sorted(r["id"] for r in late) == [900_001, 900_002, 900_003]
     assert sorted(r["k"] for r in late) == [3, 77, 140]
@@ -144,8 +144,8 @@ def test_keys_sharing_a_bucket_close_apart_and_leave_its_state(spark, tmp_path):
         b for b, wm in batches.items() if wm and pd.Timestamp(wm).value // 10**6 >= T0 + 2000
     )
     assert rows_of[(x, 0, 1)] == first
-    assert canonical(read_rows(tmp_path / "out")) == canonical(
-        batch_rows(pd.concat([_frame(SHARED[i](x, y, z)) for i in range(5)]), query)
+    assert stream_lines(tmp_path / "out") == (
+        batch_lines(pd.concat([_frame(SHARED[i](x, y, z)) for i in range(5)]), query)
     )
 
 
@@ -171,7 +171,7 @@ def test_a_key_whose_state_empties_leaves_the_bucket(spark, tmp_path):
     run_stream(spark, folder, query, tmp_path)
     assert stored(spark, tmp_path / "ckpt") == {}
     frame = pd.concat([_frame(SHARED[i](x, y, z)) for i in range(5)])
-    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, query))
+    assert stream_lines(tmp_path / "out") == batch_lines(frame, query)
 
 
 def test_after_match_skip_fed_with_a_watermark_after_each_batch_equals_one_shot():
@@ -219,4 +219,4 @@ def test_a_bucket_with_nothing_new_sleeps_until_its_window_passes(spark, tmp_pat
     run_stream(spark, folder, query, tmp_path)
     assert stored(spark, tmp_path / "ckpt") == {}
     frame = pd.concat([_frame(SHARED[i](x, y, z)) for i in range(3)])
-    assert canonical(read_rows(tmp_path / "out")) == canonical(batch_rows(frame, query))
+    assert stream_lines(tmp_path / "out") == batch_lines(frame, query)

@@ -705,8 +705,13 @@ def stream(
 
     with err.status("starting Spark") as status, streaming(checkpoint):
         run_opts = (master, max_files, _reading(sep, columns, null_value), timeout)
-        writer, progress = _stream(text, input, options, lateness, sinks, run_opts, status)
+        writer, progress, interrupted = _stream(
+            text, input, options, lateness, sinks, run_opts, status
+        )
     _print_stream_summary(writer, progress, sinks, time.time() - started)
+    if interrupted:  # Ctrl-C: stopped between micro-batches, the shell's code for it
+        err.print("stopped (Ctrl-C): restart on the checkpoint to go on", highlight=False)
+        raise SystemExit(130)
     events = sum(p["numInputRows"] for p in progress)
     if events and writer.totals["rejected"] >= events:
         raise DataError(all_rejected(events, dict(writer.reasons)))
@@ -715,7 +720,7 @@ def stream(
 def _stream(text, input, options, lateness, sinks, run_opts, status):
     from sparkcep.runners.query_first import raise_sure_csv_error
     from sparkcep.runners.spark_session import spark_session
-    from sparkcep.runners.streaming import read_stream, start
+    from sparkcep.runners.streaming import await_stream, read_stream, start
     from sparkcep.runners.streaming import stream as make_stream
 
     master, max_files, reading, timeout = run_opts
@@ -733,14 +738,8 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
         checkpoint=sinks.checkpoint, trigger=sinks.trigger, fmt=sinks.fmt,
     )  # fmt: skip
     status.update(f"streaming ({sinks.trigger}) into {sinks.output}")
-    try:
-        running.awaitTermination(timeout)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if running.isActive:
-            running.stop()
-    return writer, running.recentProgress
+    interrupted = await_stream(running, timeout)
+    return writer, running.recentProgress, interrupted
 
 
 def _print_stream_summary(writer, progress, sinks: StreamSinks, seconds: float):

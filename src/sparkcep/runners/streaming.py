@@ -27,6 +27,9 @@ a stream neither loses nor repeats rows.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -35,11 +38,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import Program, compile_jobs
+from sparkcep.engines.base import Program, compile_jobs, sort_rows
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
@@ -60,6 +66,16 @@ from sparkcep.runners.spark_rows import (
 )
 from sparkcep.runners.spark_session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS
+
+# applyInPandasWithState pads the frames a step yields with an all-null frame and joins
+# them (pyspark/worker.py), of which pandas warns in every Python worker: PySpark's to mend,
+# not the user's concern. This module is imported wherever a step runs.
+warnings.filterwarnings(
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty or all-NA entries",
+    category=FutureWarning,
+    module=r"pyspark\.worker",
+)
 
 WATERMARK = "__wm"
 KEY = "__key"
@@ -557,6 +573,28 @@ class StreamStep:
         return pd.DataFrame(columns, index=frame.index)  # one frame, not a column at a time
 
 
+def typed_frame(table: pa.Table) -> pd.DataFrame:
+    """Rows taken from Spark as pandas of the types a batch run gives: integer and boolean
+    columns nullable (pandas' default makes a column with a null float64, and 2**53 + 1
+    then reads 2**53), lists of ids as lists (not float arrays when one holds a null).
+
+    >>> table = pa.table({"id": [2**53 + 1, None], "ids": [[1, None], [2]]})
+    >>> json_lines(typed_frame(table))
+    ['{"id":9007199254740993,"ids":[1,null]}', '{"id":null,"ids":[2]}']
+    """
+
+    def kept(t: pa.DataType):
+        if pa.types.is_integer(t):
+            return pd.api.types.pandas_dtype(f"Int{t.bit_width}")
+        if pa.types.is_boolean(t):
+            return pd.BooleanDtype()
+        if pa.types.is_nested(t):
+            return pd.ArrowDtype(t)
+        return None
+
+    return table.to_pandas(types_mapper=kept)
+
+
 def _by_key(frame: pd.DataFrame | None, rows: np.ndarray) -> dict[str, pd.DataFrame]:
     """The chosen rows of `frame` per key, each in the frame's order."""
     if frame is None or not rows.any():
@@ -593,6 +631,7 @@ class BatchWriter:
             "rejected": [*events, REASON],
         }
         self.names = {f"{EVENT}{c}": c for c in result.input_columns}
+        self.order = result.program.order
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
         self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
@@ -604,16 +643,17 @@ class BatchWriter:
         return sum(self.pending.values())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        with warnings.catch_warnings():  # a failed batch is raised, not also warned of
-            warnings.simplefilter("ignore", UserWarning)
-            rows = df.toPandas()
-        marks = rows[rows[KIND] == "pending"]
-        self.pending.update(zip(marks[KEY], marks[PENDING].astype(int)))
+        rows = df.toArrow()
+        kinds = rows.column(KIND)
+        marks = rows.filter(pc.equal(kinds, "pending"))
+        self.pending.update(zip(marks[KEY].to_pylist(), marks[PENDING].to_pylist()))
         for kind, folder in self.folders.items():
-            frame = rows[rows[KIND] == kind][self.columns[kind]].rename(columns=self.names)
+            table = rows.filter(pc.equal(kinds, kind)).select(self.columns[kind])
+            table = table.rename_columns([self.names.get(c, c) for c in table.column_names])
+            frame = typed_frame(table)
             lines = json_lines(frame)
-            order = np.argsort(np.array(lines, dtype=object), kind="stable")
-            frame, lines = frame.iloc[order].reset_index(drop=True), [lines[i] for i in order]
+            order = self._order(kind, frame, lines)
+            lines = [lines[i] for i in order]
             self.totals[kind] += len(lines)
             if kind == "rejected":
                 self.reasons.update(frame[REASON])
@@ -629,10 +669,20 @@ class BatchWriter:
             tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
             if self.format == "jsonl":
                 tmp.write_text("\n".join(lines) + "\n")
-            else:
-                frame.to_parquet(tmp, index=False)
+            else:  # as a batch run writes parquet (Spark's way: its types, INT96 times)
+                pq.write_table(
+                    table.take(order), tmp, store_schema=False, use_deprecated_int96_timestamps=True
+                )
             os.replace(tmp, path)
         self.totals["batches"] += 1
+
+    def _order(self, kind: str, frame: pd.DataFrame, lines: list[str]) -> np.ndarray:
+        """The rows in a batch run's order (matches), equal ones in the order of their
+        text: a batch re-run after a crash rewrites the same file."""
+        by_text = np.argsort(np.array(lines, dtype=object), kind="stable")
+        if kind != "match":
+            return by_text
+        return sort_rows(frame.iloc[by_text].assign(__row=by_text), self.order)["__row"].to_numpy()
 
 
 # ---- sources and running ----------------------------------------------------------------
@@ -694,3 +744,34 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
     # The query takes a copy of the session's settings when it starts.
     with setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
         return query.start(), writer
+
+
+def await_stream(query, timeout: float | None = None) -> bool:
+    """Wait until the stream ends, or `timeout` seconds; on Ctrl-C (SIGINT), let the
+    micro-batch in progress finish, stop the stream and return True (the rows written
+    stay; a restart on the checkpoint goes on from there).
+
+    Python's KeyboardInterrupt would come in the middle of a call to the JVM, breaking
+    its connection, and a batch cut short fills the screen with the JVM's and py4j's
+    traces: the signal only sets a flag here, looked at between short waits. A second
+    Ctrl-C, while the stream stops, interrupts at once."""
+    stop = threading.Event()
+
+    def interrupted(*_):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not stop.is_set() and not query.awaitTermination(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        while stop.is_set() and query.isActive and query.status["isTriggerActive"]:
+            time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if query.isActive:
+        query.stop()
+    return stop.is_set()
