@@ -419,7 +419,7 @@ STREAM_CASES = {
     "float_times": (  # whole values are times, 2.5 is not (it was read as 2)
         "e.jsonl",
         b'{"id":0,"ts":1.0,"type":"A"}\n{"id":1,"ts":2.5,"type":"B"}\n{"id":2,"ts":3.0,"type":"B"}\n',
-        ["ts: '2.5' is not a time"],
+        ["ts is not an integer or a timestamp"],
     ),
     "not_utf8": ("e.csv", b"id,ts,type,v\n0,1,A,x\n1,2,B,caf\xe9\n2,3,B,y\n", ["not UTF-8 text"]),
     "bom": ("e.csv", b"\xef\xbb\xbfid,ts,type\n0,1,A\n1,2,B\n", []),
@@ -631,8 +631,8 @@ def test_a_stream_reads_text_by_the_same_rules(spark, capsys, tmp_path):
         tmp_path / "ck2", "--id", "id",
     )  # fmt: skip
     assert one_line(code, err) == (
-        "error: every one of the 2 rows read was rejected (most often: ts: 'later' is not "
-        "a time, 1 row)"
+        "error: every one of the 2 rows read was rejected (most often: ts is not an integer or a "
+        "timestamp, 2 rows)"
     )
 
 

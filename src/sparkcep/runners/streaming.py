@@ -57,6 +57,7 @@ from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark import named, output_schema, pandas_ready
 from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark_rows import (
+    NOT_TIME,
     check_columns,
     integer_time,
     kind_of_spark,
@@ -316,7 +317,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
         .when(not_utf8, F.lit("not UTF-8 text"))
         .when(text.isNull(), F.lit(f"{time_col} is missing"))
         .when(far, F.lit(OUT_OF_RANGE.format(time_col=time_col)))
-        .when(raw.isNull(), F.concat(F.lit(f"{time_col}: '"), text, F.lit("' is not a time")))
+        .when(raw.isNull(), F.lit(f"{time_col} {NOT_TIME}"))  # a batch run's words
         .when(missing_type, F.lit(f"{type_col} is missing"))
         .when(F.col(f"`{id_col}`").isNull(), F.lit(f"{id_col} is missing"))
     )
