@@ -386,3 +386,30 @@ def test_held_events_are_counted_until_a_later_event_releases_them(spark, tmp_pa
     # out. 3rd: nothing more.
     assert seen == [(0, 1), (1, 0), (0, 0)]
     assert [(r["a"], r["b"], r["c"]) for r in read_rows(tmp_path / "out")] == [(0, 1, 2)]
+
+
+def test_a_stream_warns_of_times_no_real_event_has(spark, tmp_path, capsys):
+    """Millisecond times streamed with `--time-unit s` lie tens of millennia ahead: the
+    summary warns as `run` does, once, over the times of every micro-batch (the first
+    file holds the first time, the second the last). By hand: 1086217263125 s is 34420
+    Gregorian years (31556952 s each) and more after 1970, the year 36390; in ms, 2004. A
+    row rejected for its missing type (its time 0, the year 1970) is not counted, as in a
+    batch run."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    first, last = 1_086_217_263_125, 1_086_217_963_125
+    files = [
+        {"id": [0, 1, 99], "type": ["A", "B", ""], "ts": [first, first + 100_000, 0]},
+        {"id": [2, 3], "type": ["A", "B"], "ts": [first + 200_000, last]},
+    ]
+    for i, rows in enumerate(files):
+        pd.DataFrame(rows).to_csv(folder / f"part-{i:03d}.csv", index=False)
+    in_order(folder)
+    args = ["stream", "PATTERN SEQ(A a, B b) WITHIN 10 s", "--input", str(folder)]
+    args += ["--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ckpt")]
+    main([*args, "--id", "id", "--time-unit", "s", "--max-files-per-trigger", "1"])
+    warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning")]
+    assert warnings == [
+        "warning: the times of 'ts' read in s lie in the years 36390..36390, outside "
+        "1970..2100: ms would fit them (2004..2004); check --time-unit"
+    ]

@@ -737,6 +737,8 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,
         checkpoint=sinks.checkpoint, trigger=sinks.trigger, fmt=sinks.fmt,
     )  # fmt: skip
+    if sinks.trigger not in ("available-now", "once"):  # runs for hours: warn when known
+        writer.on_warning = _print_warning
     status.update(f"streaming ({sinks.trigger}) into {sinks.output}")
     interrupted = await_stream(running, timeout)
     return writer, running.recentProgress, interrupted
@@ -767,6 +769,12 @@ def _print_stream_summary(writer, progress, sinks: StreamSinks, seconds: float):
         median = sorted(durations)[len(durations) // 2] / 1000
         table.add_row("batch latency", f"median {median:.2f} s")
     out.print(table)
+    for w in writer.warnings():
+        _print_warning(w)
+
+
+def _print_warning(text: str) -> None:
+    err.print("warning: " + text, style="yellow", markup=False, highlight=False)
 
 
 @app.command()

@@ -66,7 +66,7 @@ from sparkcep.runners.spark_rows import (
     text_timestamp,
 )
 from sparkcep.runners.spark_session import setting
-from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS
+from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS, implausible_times
 
 # applyInPandasWithState pads the frames a step yields with an all-null frame and joins
 # them (pyspark/worker.py), of which pandas warns in every Python worker: PySpark's to mend,
@@ -90,6 +90,9 @@ REJECTED_BUCKET = -1  # the group of rejected rows
 # Spark's shuffle partitions) so that a checkpoint restarts into the same buckets.
 BUCKETS = 16
 ALL_KEYS = "*"  # the entry of a bucket whose keys share one program state
+# The first and last integer time of each micro-batch's checked rows, observed by Spark
+# (in the stream's progress) on the way in, before the filter: every event counts.
+TIME_RANGE = "sparkcep_time_range"
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
@@ -293,9 +296,10 @@ def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
     return _Prepared(sdf, raw, kind)
 
 
-def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Column:
+def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tuple[Column, Column]:
     """Why an event is rejected: its time, its type, a cell that is not what its column
-    holds (in a column the program reads), or one of the program's row checks."""
+    holds (in a column the program reads), or one of the program's row checks; and whether
+    the row passed the first checks (time, type, id: those before the program's own)."""
     time_col = program.options.time_col
     raw = F.col(f"`{time_col}`")
     missing_type = F.lit(False)
@@ -321,6 +325,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
         .when(missing_type, F.lit(f"{type_col} is missing"))
         .when(F.col(f"`{id_col}`").isNull(), F.lit(f"{id_col} is missing"))
     )
+    first_checks = reason.isNull()
     for col in program.columns():
         if col in prepared.raw and col != time_col:
             text = F.col(prepared.raw[col])
@@ -330,7 +335,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> Colu
             )
     for check in program.row_checks():
         reason = reason.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason)
-    return reason
+    return reason, first_checks
 
 
 def _unreadable(sdf: DataFrame) -> tuple[Column, Column]:
@@ -351,7 +356,11 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     ticks = F.unix_micros(time) if prepared.time_kind == "timestamp" else time.cast("long")
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
-    sdf = prepared.sdf.withColumn(REASON, _reason(prepared, program, type_col, nanos))
+    reason, first_checks = _reason(prepared, program, type_col, nanos)
+    sdf = prepared.sdf.withColumn(REASON, reason)
+    if prepared.time_kind == "int":  # the range a batch run checks (timeunits.implausible_times)
+        checked = F.when(first_checks, ticks)
+        sdf = sdf.observe(TIME_RANGE, F.min(checked).alias("first"), F.max(checked).alias("last"))
     # The cells as read serve the reasons only: the shuffle and the state go without them.
     sdf = sdf.drop(*prepared.raw.values())
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
@@ -637,13 +646,46 @@ class BatchWriter:
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
         self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
         self.reasons: Counter = Counter()  # the rejected rows' reasons
+        self.options = result.program.options
+        self.time_range: tuple[int, int] | None = None  # of every micro-batch so far
+        self.query = None  # the running query (set by `start`), whose progress holds ranges
+        self.on_warning = None  # called with each warning once, as soon as it is known
+        self._told: set[str] = set()
 
     @property
     def held(self) -> int:
         """Events held in the state until the watermark passes them (at the last batch)."""
         return sum(self.pending.values())
 
+    def warnings(self) -> list[str]:
+        """What the user should know of the stream so far, in the words of a batch run."""
+        if self.query is not None:
+            self._observe(self.query.recentProgress)
+        first, last = self.time_range or (None, None)
+        options = self.options
+        return list(
+            filter(None, [implausible_times(first, last, options.time_unit, options.time_col)])
+        )
+
+    def _observe(self, progress) -> None:
+        """Fold in the time ranges the micro-batches observed (`TIME_RANGE`). Spark keeps
+        the last 100 batches' progress, and each call sees the previous batch's: none is
+        missed, and one folded twice changes nothing."""
+        for p in progress:
+            seen = p.observedMetrics.get(TIME_RANGE)
+            if seen is None or seen["first"] is None:
+                continue
+            first, last = seen["first"], seen["last"]
+            if self.time_range is not None:
+                first, last = min(first, self.time_range[0]), max(last, self.time_range[1])
+            self.time_range = (first, last)
+
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self.on_warning is not None:
+            for warning in self.warnings():
+                if warning not in self._told:
+                    self._told.add(warning)
+                    self.on_warning(warning)
         rows = df.toArrow()
         kinds = rows.column(KIND)
         marks = rows.filter(pc.equal(kinds, "pending"))
@@ -744,7 +786,8 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
         state_partitions = min(BUCKETS, spark.sparkContext.defaultParallelism)
     # The query takes a copy of the session's settings when it starts.
     with setting(spark, "spark.sql.shuffle.partitions", str(max(1, state_partitions))):
-        return query.start(), writer
+        writer.query = query.start()
+    return writer.query, writer
 
 
 def await_stream(query, timeout: float | None = None) -> bool:
