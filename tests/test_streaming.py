@@ -394,7 +394,7 @@ def test_a_stream_warns_of_times_no_real_event_has(spark, tmp_path, capsys):
     file holds the first time, the second the last). By hand: 1086217263125 s is 34420
     Gregorian years (31556952 s each) and more after 1970, the year 36390; in ms, 2004. A
     row rejected for its missing type (its time 0, the year 1970) is not counted, as in a
-    batch run."""
+    batch run. No event has the type C (nor one close to it: A, B), as `run` says too."""
     folder = tmp_path / "in"
     folder.mkdir()
     first, last = 1_086_217_263_125, 1_086_217_963_125
@@ -405,11 +405,12 @@ def test_a_stream_warns_of_times_no_real_event_has(spark, tmp_path, capsys):
     for i, rows in enumerate(files):
         pd.DataFrame(rows).to_csv(folder / f"part-{i:03d}.csv", index=False)
     in_order(folder)
-    args = ["stream", "PATTERN SEQ(A a, B b) WITHIN 10 s", "--input", str(folder)]
+    args = ["stream", "PATTERN SEQ(A a, B b, C c) WITHIN 10 s", "--input", str(folder)]
     args += ["--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ckpt")]
     main([*args, "--id", "id", "--time-unit", "s", "--max-files-per-trigger", "1"])
     warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning")]
     assert warnings == [
+        "warning: no event has the type 'C': its component never matches",
         "warning: the times of 'ts' read in s lie in the years 36390..36390, outside "
-        "1970..2100: ms would fit them (2004..2004); check --time-unit"
+        "1970..2100: ms would fit them (2004..2004); check --time-unit",
     ]

@@ -90,9 +90,10 @@ REJECTED_BUCKET = -1  # the group of rejected rows
 # Spark's shuffle partitions) so that a checkpoint restarts into the same buckets.
 BUCKETS = 16
 ALL_KEYS = "*"  # the entry of a bucket whose keys share one program state
-# The first and last integer time of each micro-batch's checked rows, observed by Spark
-# (in the stream's progress) on the way in, before the filter: every event counts.
-TIME_RANGE = "sparkcep_time_range"
+# Of each micro-batch's rows that pass the first checks (time, type, id), the first and
+# last integer time and the types that occur, observed by Spark (in the stream's progress)
+# on the way in, before the filter: every event counts, as in a batch run's warnings.
+CHECKED = "sparkcep_checked"
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
@@ -296,6 +297,17 @@ def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
     return _Prepared(sdf, raw, kind)
 
 
+def _observed(time_kind: str, ticks: Column, type_col, first_checks: Column) -> list[Column]:
+    """What Spark observes of a micro-batch for the warnings (`CHECKED`)."""
+    time = ticks if time_kind == "int" else F.lit(None).cast("long")  # timestamps: no unit
+    types = F.col(f"`{type_col}`") if type_col is not None else F.lit(None)
+    return [
+        F.min(F.when(first_checks, time)).alias("first"),
+        F.max(F.when(first_checks, time)).alias("last"),
+        F.collect_set(F.when(first_checks, types).cast("string")).alias("types"),
+    ]
+
+
 def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tuple[Column, Column]:
     """Why an event is rejected: its time, its type, a cell that is not what its column
     holds (in a column the program reads), or one of the program's row checks; and whether
@@ -358,9 +370,7 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
     reason, first_checks = _reason(prepared, program, type_col, nanos)
     sdf = prepared.sdf.withColumn(REASON, reason)
-    if prepared.time_kind == "int":  # the range a batch run checks (timeunits.implausible_times)
-        checked = F.when(first_checks, ticks)
-        sdf = sdf.observe(TIME_RANGE, F.min(checked).alias("first"), F.max(checked).alias("last"))
+    sdf = sdf.observe(CHECKED, *_observed(prepared.time_kind, ticks, type_col, first_checks))
     # The cells as read serve the reasons only: the shuffle and the state go without them.
     sdf = sdf.drop(*prepared.raw.values())
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
@@ -646,8 +656,9 @@ class BatchWriter:
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
         self.pending: dict[str, int] = {}  # key -> events held until the watermark passes
         self.reasons: Counter = Counter()  # the rejected rows' reasons
-        self.options = result.program.options
+        self.program = result.program
         self.time_range: tuple[int, int] | None = None  # of every micro-batch so far
+        self.types: set = set()  # the event types that occurred so far
         self.query = None  # the running query (set by `start`), whose progress holds ranges
         self.on_warning = None  # called with each warning once, as soon as it is known
         self._told: set[str] = set()
@@ -659,21 +670,34 @@ class BatchWriter:
 
     def warnings(self) -> list[str]:
         """What the user should know of the stream so far, in the words of a batch run."""
+        from sparkcep.runners.local import unknown_types
+
+        plans = self.program.plans
+        out = [w for p in plans for w in p.warnings]
+        time_warnings = self._time_warnings()  # folds in the progress, types too
+        if self.types:  # not before an event came (an empty stream has none of them)
+            out += unknown_types(plans, self.types)
+        return out + time_warnings
+
+    def _time_warnings(self) -> list[str]:
         if self.query is not None:
             self._observe(self.query.recentProgress)
         first, last = self.time_range or (None, None)
-        options = self.options
+        options = self.program.options
         return list(
             filter(None, [implausible_times(first, last, options.time_unit, options.time_col)])
         )
 
     def _observe(self, progress) -> None:
-        """Fold in the time ranges the micro-batches observed (`TIME_RANGE`). Spark keeps
-        the last 100 batches' progress, and each call sees the previous batch's: none is
-        missed, and one folded twice changes nothing."""
+        """Fold in what the micro-batches observed (`CHECKED`). Spark keeps the last 100
+        batches' progress, and each call sees the previous batch's: none is missed, and
+        one folded twice changes nothing."""
         for p in progress:
-            seen = p.observedMetrics.get(TIME_RANGE)
-            if seen is None or seen["first"] is None:
+            seen = p.observedMetrics.get(CHECKED)
+            if seen is None:
+                continue
+            self.types.update(seen["types"])
+            if seen["first"] is None:
                 continue
             first, last = seen["first"], seen["last"]
             if self.time_range is not None:
@@ -681,8 +705,8 @@ class BatchWriter:
             self.time_range = (first, last)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        if self.on_warning is not None:
-            for warning in self.warnings():
+        if self.on_warning is not None:  # unknown types: only the end of a stream knows
+            for warning in self._time_warnings():
                 if warning not in self._told:
                     self._told.add(warning)
                     self.on_warning(warning)
