@@ -662,6 +662,7 @@ class BatchWriter:
         self.query = None  # the running query (set by `start`), whose progress holds ranges
         self.on_warning = None  # called with each warning once, as soon as it is known
         self._told: set[str] = set()
+        self._folded = -1  # the last batch id whose progress was folded in
 
     @property
     def held(self) -> int:
@@ -672,26 +673,33 @@ class BatchWriter:
         """What the user should know of the stream so far, in the words of a batch run."""
         from sparkcep.runners.local import unknown_types
 
+        if self.query is not None:  # the last micro-batches' progress (the others are in)
+            self._observe(self.query.recentProgress)
         plans = self.program.plans
         out = [w for p in plans for w in p.warnings]
-        time_warnings = self._time_warnings()  # folds in the progress, types too
         if self.types:  # not before an event came (an empty stream has none of them)
             out += unknown_types(plans, self.types)
-        return out + time_warnings
+        return out + self._time_warnings()
 
     def _time_warnings(self) -> list[str]:
-        if self.query is not None:
-            self._observe(self.query.recentProgress)
         first, last = self.time_range or (None, None)
         options = self.program.options
         return list(
             filter(None, [implausible_times(first, last, options.time_unit, options.time_col)])
         )
 
+    def _fold_last(self) -> None:
+        """Fold in the previous micro-batch's observations: its progress is complete when
+        the next one is written (all of Spark's recent progress after a gap)."""
+        last = self.query.lastProgress if self.query is not None else None
+        if last is None:
+            return
+        self._observe(self.query.recentProgress if last.batchId > self._folded + 1 else [last])
+        self._folded = max(self._folded, last.batchId)
+
     def _observe(self, progress) -> None:
-        """Fold in what the micro-batches observed (`CHECKED`). Spark keeps the last 100
-        batches' progress, and each call sees the previous batch's: none is missed, and
-        one folded twice changes nothing."""
+        """Fold in what the micro-batches observed (`CHECKED`): a first and last time, a
+        set of types, so one folded twice changes nothing."""
         for p in progress:
             seen = p.observedMetrics.get(CHECKED)
             if seen is None:
@@ -705,6 +713,7 @@ class BatchWriter:
             self.time_range = (first, last)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self._fold_last()  # kept per batch: Spark keeps only the last 100 batches' progress
         if self.on_warning is not None:  # unknown types: only the end of a stream knows
             for warning in self._time_warnings():
                 if warning not in self._told:
