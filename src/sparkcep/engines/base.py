@@ -113,6 +113,47 @@ def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...
     return tuple(cols.values())
 
 
+def concat_rows(parts: list[pd.DataFrame], empty: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of frames whose columns may differ (queries run together), in the columns
+    of `empty` (the output), then any other in the order they come. A column a frame lacks
+    is null in its rows and keeps its type: pandas alone makes such integers floats (an id
+    above 2^53 loses its last digits) and fills lists with NaN (not a list to Arrow).
+
+    >>> kleene = pd.DataFrame({"a": [9007199254740993], "b": [[9007199254740995]]})
+    >>> single = pd.DataFrame({"a": [1], "c": [9007199254740997]})
+    >>> rows = concat_rows([kleene, single])
+    >>> rows["b"].tolist(), rows["c"].tolist()
+    ([[9007199254740995], None], [<NA>, 9007199254740997])
+    >>> rows.dtypes.astype(str).tolist()
+    ['int64', 'object', 'Int64']
+    """
+    first = list(empty.columns) if empty is not None else []
+    names = list(dict.fromkeys([*first, *(c for p in parts for c in p.columns)]))
+    dtypes = {}
+    for name in names:
+        present = [p[name].dtype for p in parts if name in p.columns]
+        dtype = present[0] if present else empty[name].dtype  # type: ignore[index]
+        if len(present) < len(parts) or len(set(map(str, present))) > 1:
+            dtype = _NULLABLE.get(dtype.kind, dtype)  # null in some rows: a nullable type
+        dtypes[name] = dtype
+    filled = []
+    for part in parts:
+        cols = {}
+        for name, dtype in dtypes.items():
+            if name in part.columns:
+                col = part[name]
+                cols[name] = col if col.dtype == dtype else col.astype(dtype)
+            elif dtype.kind == "O":  # lists, text: None (pandas would give NaN)
+                cols[name] = pd.Series([None] * len(part), index=part.index, dtype=object)
+            else:
+                cols[name] = pd.Series(None, index=part.index, dtype=dtype)
+        filled.append(pd.DataFrame(cols, index=part.index))
+    return pd.concat(filled, ignore_index=True)
+
+
+_NULLABLE = {"i": pd.Int64Dtype(), "u": pd.Int64Dtype(), "b": pd.BooleanDtype()}
+
+
 def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:
     """Rows sorted by `order` (lists of ids compare as tuples), stably; nulls come first.
     A frame already in that order (with a 0..n-1 index) is returned as it is."""
@@ -316,7 +357,7 @@ class Program(ABC):
         outs = [o for o in outs if len(o)]
         if not outs:
             return self.empty(frame)
-        return outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
+        return outs[0] if len(outs) == 1 else concat_rows(outs, self.empty(frame))
 
     def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
         """How many of the events this program sees share their instant (time, and the
