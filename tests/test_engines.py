@@ -250,3 +250,22 @@ def test_queries_run_together_may_not_give_one_column_two_types():
     )
     with pytest.raises(QueryError, match="the column 'x' different types"):
         run_local(events, text)
+
+
+def test_queries_run_together_keep_each_column_type():
+    """A query's columns are null in another query's rows, lists and exact integers alike
+    (pandas alone would make the ids floats and the list NaN)."""
+    from sparkcep.runners.local import run_local
+
+    big = 2**53 + 1  # not a float64
+    events = [
+        {"type": "A", "ts": 1, "id": big},
+        {"type": "B", "ts": 2, "id": big + 2},
+        {"type": "C", "ts": 3, "id": big + 4},
+    ]
+    text = "QUERY q1: PATTERN SEQ(A a, B+ b[]) WITHIN 5;\nQUERY q2: PATTERN SEQ(A a, C c) WITHIN 5;"
+    rows = run_local(events, text, id_col="id").matches
+    assert rows["query"].tolist() == ["q1", "q2"]
+    assert rows["b"].tolist() == [[big + 2], None]
+    assert rows["c"].tolist() == [pd.NA, big + 4]
+    assert rows["c"].dtype == "Int64"
