@@ -246,10 +246,22 @@ def test_queries_run_together_may_not_give_one_column_two_types():
     events = [{"type": "A", "ts": 1, "v": 2}, {"type": "B", "ts": 2, "v": 3}]
     text = (
         "QUERY q1: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.v AS x;\n"
-        "QUERY q2: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.type AS x;"
+        "QUERY q2: PATTERN SEQ(A a, B b)\n  WITHIN 5 RETURN a.type AS x;"
     )
-    with pytest.raises(QueryError, match="the column 'x' different types"):
+    with pytest.raises(QueryError, match="the column 'x' different types") as raised:
         run_local(events, text)
+    # It points at q2's RETURN item (line 2 of q2's text) and names both queries.
+    assert (raised.value.line, raised.value.column) == (2, 19)
+    assert "(in q2 and q1)" in raised.value.message
+    assert str(raised.value).splitlines()[1:] == [
+        "    WITHIN 5 RETURN a.type AS x",
+        "                    ^^^^^^^^^^^",
+    ]
+    # A Kleene variable and a single one of one name: at the variable of the later query.
+    text = "QUERY q1: PATTERN SEQ(A a, B+ x[]) WITHIN 5;\nQUERY q2: PATTERN SEQ(A a, B x) WITHIN 5;"
+    with pytest.raises(QueryError, match="the column 'x' different types") as raised:
+        run_local(events, text)
+    assert (raised.value.line, raised.value.column) == (1, 18)
 
 
 def test_queries_run_together_keep_each_column_type():

@@ -38,7 +38,7 @@ import pandas as pd
 
 from sparkcep.budget import Budget
 from sparkcep.engines.arrays import lexsort
-from sparkcep.errors import DataError, QueryError, SparkcepError
+from sparkcep.errors import DataError, SparkcepError
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
 from sparkcep.prep.layout import RANGE
@@ -97,18 +97,21 @@ def empty_frame(output: Sequence[OutputColumn], frame: pd.DataFrame | None) -> p
 def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...]:
     """The output of queries run together: `first`, then each plan's columns
     (`columns_of(plan)`) once, a `query` column when the queries are named; a column two
-    queries give different types is a query error."""
+    queries give different types is a query error, pointing where the later one makes it."""
     cols: dict[str, OutputColumn] = {}
+    made_by: dict[str, str | None] = {}  # the query that gave a column its type
     if names is not None:
         cols[QUERY] = OutputColumn(QUERY, "string")
     for col in first:
         cols[col.name] = col
     for plan, name in zip(plans, names or [None] * len(plans)):
         for col in columns_of(plan):
+            made_by.setdefault(col.name, name)
             if cols.setdefault(col.name, col) != col:
-                raise QueryError(
+                raise plan.error(
                     f"queries run together give the column '{col.name}' different types "
-                    f"(in {name}): name it differently in one of them"
+                    f"(in {name} and {made_by[col.name]}): name it differently in one of them",
+                    plan.span_of(col.name),
                 )
     return tuple(cols.values())
 
