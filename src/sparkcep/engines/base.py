@@ -129,9 +129,13 @@ def concat_rows(parts: list[pd.DataFrame], empty: pd.DataFrame | None = None) ->
     ([[9007199254740995], None], [<NA>, 9007199254740997])
     >>> rows.dtypes.astype(str).tolist()
     ['int64', 'object', 'Int64']
+    >>> concat_rows([single], empty=rows.iloc[:0]).columns.tolist()  # the output's columns
+    ['a', 'b', 'c']
     """
     first = list(empty.columns) if empty is not None else []
     names = list(dict.fromkeys([*first, *(c for p in parts for c in p.columns)]))
+    if len(parts) == 1 and len(parts[0].columns) == len(names):
+        return parts[0]
     dtypes = {}
     for name in names:
         present = [p[name].dtype for p in parts if name in p.columns]
@@ -360,7 +364,7 @@ class Program(ABC):
         outs = [o for o in outs if len(o)]
         if not outs:
             return self.empty(frame)
-        return outs[0] if len(outs) == 1 else concat_rows(outs, self.empty(frame))
+        return concat_rows(outs, self.empty(frame))  # one query's rows too: all columns
 
     def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
         """How many of the events this program sees share their instant (time, and the
