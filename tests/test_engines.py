@@ -246,7 +246,38 @@ def test_queries_run_together_may_not_give_one_column_two_types():
     events = [{"type": "A", "ts": 1, "v": 2}, {"type": "B", "ts": 2, "v": 3}]
     text = (
         "QUERY q1: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.v AS x;\n"
-        "QUERY q2: PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.type AS x;"
+        "QUERY q2: PATTERN SEQ(A a, B b)\n  WITHIN 5 RETURN a.type AS x;"
     )
-    with pytest.raises(QueryError, match="the column 'x' different types"):
+    with pytest.raises(QueryError, match="the column 'x' different types") as raised:
         run_local(events, text)
+    # It points at q2's RETURN item (line 2 of q2's text) and names both queries.
+    assert (raised.value.line, raised.value.column) == (2, 19)
+    assert "(in q2 and q1)" in raised.value.message
+    assert str(raised.value).splitlines()[1:] == [
+        "    WITHIN 5 RETURN a.type AS x",
+        "                    ^^^^^^^^^^^",
+    ]
+    # A Kleene variable and a single one of one name: at the variable of the later query.
+    text = "QUERY q1: PATTERN SEQ(A a, B+ x[]) WITHIN 5;\nQUERY q2: PATTERN SEQ(A a, B x) WITHIN 5;"
+    with pytest.raises(QueryError, match="the column 'x' different types") as raised:
+        run_local(events, text)
+    assert (raised.value.line, raised.value.column) == (1, 18)
+
+
+def test_queries_run_together_keep_each_column_type():
+    """A query's columns are null in another query's rows, lists and exact integers alike
+    (pandas alone would make the ids floats and the list NaN)."""
+    from sparkcep.runners.local import run_local
+
+    big = 2**53 + 1  # not a float64
+    events = [
+        {"type": "A", "ts": 1, "id": big},
+        {"type": "B", "ts": 2, "id": big + 2},
+        {"type": "C", "ts": 3, "id": big + 4},
+    ]
+    text = "QUERY q1: PATTERN SEQ(A a, B+ b[]) WITHIN 5;\nQUERY q2: PATTERN SEQ(A a, C c) WITHIN 5;"
+    rows = run_local(events, text, id_col="id").matches
+    assert rows["query"].tolist() == ["q1", "q2"]
+    assert rows["b"].tolist() == [[big + 2], None]
+    assert rows["c"].tolist() == [pd.NA, big + 4]
+    assert rows["c"].dtype == "Int64"

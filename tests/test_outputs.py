@@ -105,3 +105,51 @@ def test_whole_floats_stay_floats_in_json_lines():
     assert [type(r["v"]) for r in lines] == [float] * 5
     assert [type(r["n"]) for r in lines] == [int] * 5
     assert json_lines(frame)[0] == '{"v":96.0,"n":1}'
+
+
+# Two queries in one file, one with a Kleene list, one without, on one engine; ids above
+# 2^53 (9007199254740993 is no float64) and times in ns.
+SEVERAL = (
+    "QUERY q1: PATTERN SEQ(A a, B+ b[]) WITHIN 10 seconds;\n"
+    "QUERY q2: PATTERN SEQ(A a, C c) WITHIN 10 seconds;\n"
+)
+BIG = 2**53 + 1
+SECOND = 10**9
+# Each query's rows fill only its own columns: the other's are null (a list too), and
+# ids stay exact integers. q1: A then any nonempty run of the B's ({b1}, {b1,b2}, {b2});
+# q2: A then C. By query, end, start, then the ids.
+SEVERAL_ROWS = [
+    f'{{"query":"q1","start":{SECOND},"end":{2 * SECOND},"a":{BIG},"b":[{BIG + 2}],"c":null}}',
+    f'{{"query":"q1","start":{SECOND},"end":{3 * SECOND},"a":{BIG},"b":[{BIG + 2},{BIG + 4}],'
+    '"c":null}',
+    f'{{"query":"q1","start":{SECOND},"end":{3 * SECOND},"a":{BIG},"b":[{BIG + 4}],"c":null}}',
+    f'{{"query":"q2","start":{SECOND},"end":{4 * SECOND},"a":{BIG},"b":null,"c":{BIG + 6}}}',
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("matched", ["both", "q1"])
+def test_queries_of_one_file_write_the_same_exact_rows_locally_and_in_spark(
+    spark, capsys, tmp_path, matched
+):
+    """Both queries match, or q1 alone (no C): q2's column is there, null, all the same."""
+    from sparkcep import cli
+
+    query, events = tmp_path / "q.cep", tmp_path / "e.jsonl"
+    query.write_text(SEVERAL)
+    rows = [("A", 1, BIG), ("B", 2, BIG + 2), ("B", 3, BIG + 4), ("C", 4, BIG + 6)]
+    rows = rows if matched == "both" else rows[:3]
+    events.write_text("".join(f'{{"type":"{t}","ts":{s * SECOND},"id":{i}}}\n' for t, s, i in rows))
+    written = {}
+    for mode in ("local", "spark"):
+        out = tmp_path / f"{mode}.jsonl"
+        flags = ["--local"] if mode == "local" else []
+        args = ["run", query, "-i", events, "-o", out, "--id", "id", "--time-unit", "ns", *flags]
+        try:
+            cli.main([str(a) for a in args])
+        except SystemExit as e:  # an error: its message is on stderr
+            pytest.fail(f"exit {e.code}: {capsys.readouterr().err}")
+        written[mode] = out.read_bytes()
+    assert written["local"] == written["spark"]
+    expected = SEVERAL_ROWS if matched == "both" else SEVERAL_ROWS[:3]
+    assert written["local"].decode().splitlines() == expected

@@ -38,7 +38,7 @@ import pandas as pd
 
 from sparkcep.budget import Budget
 from sparkcep.engines.arrays import lexsort
-from sparkcep.errors import DataError, QueryError, SparkcepError
+from sparkcep.errors import DataError, SparkcepError
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan
 from sparkcep.prep.layout import RANGE
@@ -97,20 +97,68 @@ def empty_frame(output: Sequence[OutputColumn], frame: pd.DataFrame | None) -> p
 def merged_output(columns_of, plans, names, first=()) -> tuple[OutputColumn, ...]:
     """The output of queries run together: `first`, then each plan's columns
     (`columns_of(plan)`) once, a `query` column when the queries are named; a column two
-    queries give different types is a query error."""
+    queries give different types is a query error, pointing where the later one makes it."""
     cols: dict[str, OutputColumn] = {}
+    made_by: dict[str, str | None] = {}  # the query that gave a column its type
     if names is not None:
         cols[QUERY] = OutputColumn(QUERY, "string")
     for col in first:
         cols[col.name] = col
     for plan, name in zip(plans, names or [None] * len(plans)):
         for col in columns_of(plan):
+            made_by.setdefault(col.name, name)
             if cols.setdefault(col.name, col) != col:
-                raise QueryError(
+                raise plan.error(
                     f"queries run together give the column '{col.name}' different types "
-                    f"(in {name}): name it differently in one of them"
+                    f"(in {name} and {made_by[col.name]}): name it differently in one of them",
+                    plan.span_of(col.name),
                 )
     return tuple(cols.values())
+
+
+def concat_rows(parts: list[pd.DataFrame], empty: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of frames whose columns may differ (queries run together), in the columns
+    of `empty` (the output), then any other in the order they come. A column a frame lacks
+    is null in its rows and keeps its type: pandas alone makes such integers floats (an id
+    above 2^53 loses its last digits) and fills lists with NaN (not a list to Arrow).
+
+    >>> kleene = pd.DataFrame({"a": [9007199254740993], "b": [[9007199254740995]]})
+    >>> single = pd.DataFrame({"a": [1], "c": [9007199254740997]})
+    >>> rows = concat_rows([kleene, single])
+    >>> rows["b"].tolist(), rows["c"].tolist()
+    ([[9007199254740995], None], [<NA>, 9007199254740997])
+    >>> rows.dtypes.astype(str).tolist()
+    ['int64', 'object', 'Int64']
+    >>> concat_rows([single], empty=rows.iloc[:0]).columns.tolist()  # the output's columns
+    ['a', 'b', 'c']
+    """
+    first = list(empty.columns) if empty is not None else []
+    names = list(dict.fromkeys([*first, *(c for p in parts for c in p.columns)]))
+    if len(parts) == 1 and len(parts[0].columns) == len(names):
+        return parts[0]
+    dtypes = {}
+    for name in names:
+        present = [p[name].dtype for p in parts if name in p.columns]
+        dtype = present[0] if present else empty[name].dtype  # type: ignore[index]
+        if len(present) < len(parts) or len(set(map(str, present))) > 1:
+            dtype = _NULLABLE.get(dtype.kind, dtype)  # null in some rows: a nullable type
+        dtypes[name] = dtype
+    filled = []
+    for part in parts:
+        cols = {}
+        for name, dtype in dtypes.items():
+            if name in part.columns:
+                col = part[name]
+                cols[name] = col if col.dtype == dtype else col.astype(dtype)
+            elif dtype.kind == "O":  # lists, text: None (pandas would give NaN)
+                cols[name] = pd.Series([None] * len(part), index=part.index, dtype=object)
+            else:
+                cols[name] = pd.Series(None, index=part.index, dtype=dtype)
+        filled.append(pd.DataFrame(cols, index=part.index))
+    return pd.concat(filled, ignore_index=True)
+
+
+_NULLABLE = {"i": pd.Int64Dtype(), "u": pd.Int64Dtype(), "b": pd.BooleanDtype()}
 
 
 def sort_rows(frame: pd.DataFrame, order: tuple[str, ...] | list[str]) -> pd.DataFrame:
@@ -316,7 +364,7 @@ class Program(ABC):
         outs = [o for o in outs if len(o)]
         if not outs:
             return self.empty(frame)
-        return outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
+        return concat_rows(outs, self.empty(frame))  # one query's rows too: all columns
 
     def tied_events(self, events: pd.DataFrame, owned: np.ndarray | None = None) -> int:
         """How many of the events this program sees share their instant (time, and the

@@ -35,6 +35,7 @@ from sparkcep.plan.model import (
     Plan,
     PlanComponent,
     ReturnColumn,
+    relative_span,
 )
 from sparkcep.plan.sets import EventSetClauses
 from sparkcep.plan.typecheck import TypeChecker
@@ -87,21 +88,7 @@ class _Analyzer(
         return QueryError(message, self.text, self._relative(span))
 
     def _relative(self, span: ast.Span | None) -> ast.Span | None:
-        # Spans are positions in the whole file; error text is this query's text.
-        if span is None or span.line <= 0 or self.query.span.line <= 0:
-            return span
-        q = self.query.span
-        shift_line = q.line - 1
-
-        def col(line: int, column: int) -> int:
-            return column - (q.column - 1) if line == q.line else column
-
-        return ast.Span(
-            span.line - shift_line,
-            col(span.line, span.column),
-            span.end_line - shift_line,
-            col(span.end_line, span.end_column),
-        )
+        return relative_span(self.query, span)
 
     def _source(self, span: ast.Span) -> str:
         """The text of the query where `span` points."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.schema import Kind
 from sparkcep.timeunits import unit_named
@@ -190,6 +191,21 @@ class Plan:
     def aggregate(self) -> AggregateSpec | None:
         return self.spec if isinstance(self.spec, AggregateSpec) else None
 
+    def error(self, message: str, span: ast.Span | None = None) -> QueryError:
+        """An error in this query, pointing at `span` (the query's start by default)."""
+        return QueryError(message, self.text, relative_span(self.query, span or self.query.span))
+
+    def span_of(self, column: str) -> ast.Span:
+        """Where the query makes an output column: its RETURN item, else its variable,
+        else the query's start."""
+        for item, returned in zip(self.query.returns, self.returns):
+            if returned.name == column and item.span.line > 0:
+                return item.span
+        for c in self.components:
+            if c.var == column and c.span.line > 0:
+                return c.span
+        return self.query.span
+
     def component(self, var: str) -> PlanComponent:
         for c in self.components:
             if c.var == var:
@@ -216,3 +232,22 @@ class Plan:
             names += self.aggregate.attributes()
         names += self.key
         return tuple(dict.fromkeys(names))
+
+
+def relative_span(query: ast.Query, span: ast.Span | None) -> ast.Span | None:
+    """`span` in the query's own text: spans are positions in the whole file, and an
+    error shows the query's text."""
+    if span is None or span.line <= 0 or query.span.line <= 0:
+        return span
+    q = query.span
+    shift_line = q.line - 1
+
+    def col(line: int, column: int) -> int:
+        return column - (q.column - 1) if line == q.line else column
+
+    return ast.Span(
+        span.line - shift_line,
+        col(span.line, span.column),
+        span.end_line - shift_line,
+        col(span.end_line, span.end_column),
+    )

@@ -17,6 +17,7 @@ from sparkcep.engines.base import (
     QUERY,
     Program,
     compile_jobs,
+    concat_rows,
     failed_checks,
     sort_rows,
     tie_warning,
@@ -224,8 +225,7 @@ def merge_rows(programs: list[Program], outs: list[pd.DataFrame]) -> pd.DataFram
     """The rows of several programs in output order (by query name when several)."""
     if len(outs) == 1:
         return sort_rows(outs[0], programs[0].order)
-    parts = [_nullable(o) for o in outs if len(o)] or outs[:1]
-    rows = pd.concat(parts, ignore_index=True)
+    rows = concat_rows(outs)  # every program's columns, as Spark's union of them
     return rows.sort_values(QUERY, kind="stable").reset_index(drop=True)
 
 
@@ -340,10 +340,3 @@ def _warn_rejected(run: RunResult, full: str) -> pd.DataFrame:
             stacklevel=3,
         )
     return run.matches
-
-
-def _nullable(frame: pd.DataFrame) -> pd.DataFrame:
-    """Integer columns as nullable integers, so that rows of other queries (without the
-    column) leave them null instead of turning them into floats."""
-    ints = {c: "Int64" for c in frame.columns if frame[c].dtype.kind in "iu"}
-    return frame.astype(ints) if ints else frame

@@ -263,7 +263,7 @@ class ImpreciseProgram(Program):
             empty = self.empty(frame)
             return empty.assign(**{FINAL: pd.Series([], dtype=np.int64),
                                    PLAN: pd.Series([], dtype=np.int64)})  # fmt: skip
-        return pd.concat(outs, ignore_index=True) if len(outs) > 1 else outs[0]
+        return self.concat(outs, frame)
 
     def _match_rows(self, plan: Plan, frame, events, found: Found, window: int) -> pd.DataFrame:
         idx = found.idx
