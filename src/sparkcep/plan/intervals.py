@@ -304,15 +304,16 @@ class IntervalClauses:
                     f"{_number(duration.amount)} s)",
                     duration.span,
                 )
-            return duration.amount
-        if unit is None:
+            ticks = duration.amount
+        elif unit is None:
             raise self.error(
                 f"the {what} has a unit but the integer time column has none: give "
                 f"--time-unit, or write the {what} in ticks",
                 duration.span,
             )
-        ticks = duration.amount * NANOS[duration.unit] / NANOS[unit]
-        if not ticks < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
+        else:
+            ticks = duration.amount * NANOS[duration.unit] / NANOS[unit]
+        if not abs(ticks) < WINDOW_LIMIT:  # also inf, from WIDTH AT MOST 1e400
             raise self.error(f"the {what} is too large (at most 2^62 ticks)", duration.span)
         return ticks
 
