@@ -140,7 +140,9 @@ def concat_rows(parts: list[pd.DataFrame], empty: pd.DataFrame | None = None) ->
     for name in names:
         present = [p[name].dtype for p in parts if name in p.columns]
         dtype = present[0] if present else empty[name].dtype  # type: ignore[index]
-        if len(present) < len(parts) or len(set(map(str, present))) > 1:
+        if any(d.kind == "O" for d in present):  # e.g. counts beyond 64 bits: Python ints
+            dtype = np.dtype(object)
+        elif len(present) < len(parts) or len(set(map(str, present))) > 1:
             dtype = _NULLABLE.get(dtype.kind, dtype)  # null in some rows: a nullable type
         dtypes[name] = dtype
     filled = []
