@@ -1,6 +1,6 @@
-"""Issue 16 §3: `sparkcep run` through Spark starts the JVM before the command's heavy
-imports (pandas, pyarrow, the parser: about 0.5 s): `sparkcep/__init__` imports this
-module first, and importing it calls `start()`.
+"""`sparkcep run` through Spark starts the JVM before the command's heavy imports (pandas,
+pyarrow, the parser: about 0.5 s), so that the work that needs no JVM overlaps its start:
+`sparkcep/__init__` imports this module first, and importing it calls `start()`.
 
 Only when this process is the command (the console script `sparkcep`, or `python -m
 sparkcep.cli`), its arguments say `run` without `--local` or `--help`, and `--input`

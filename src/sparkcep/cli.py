@@ -119,8 +119,8 @@ QUERY_SUFFIXES = (".cep", ".sase", ".txt", ".sql", ".query")
 
 def _query_text(query: str) -> str:
     """The query: the text of a .cep file, of another file whose text parses as queries,
-    or the argument itself. A file that is not a query is never echoed (issue 10 §5: its
-    first line would show in the error)."""
+    or the argument itself. A file that is not a query is never echoed (its first line
+    would show in the error)."""
     path = Path(query)
     if path.suffix in QUERY_SUFFIXES and not path.is_file():
         raise SparkcepError(f"the query file '{query}' does not exist")
@@ -437,8 +437,8 @@ def _spark_reasons(result) -> dict[str, int]:
 
 def _start_spark(master, input, prepare=None):
     """The Spark session, started in a thread while this one imports the runner (pandas,
-    the engines), lists the input files and runs `prepare` (issue 16 §3: work that needs
-    no JVM is done while the JVM starts); (the session, what `prepare` gave)."""
+    the engines), lists the input files and runs `prepare` (work that needs no JVM is
+    done while the JVM starts); (the session, what `prepare` gave)."""
     import threading
 
     from sparkcep import _early

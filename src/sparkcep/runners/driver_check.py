@@ -1,5 +1,5 @@
-"""A small input checked in the driver (issue 16 §3: no Spark job that the answer does not
-need). Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run`
+"""A small input checked in the driver (no Spark job that the answer does not need).
+Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run`
 reads and checks the rows in the driver with the local runner's reader and checks
 (`runners.local.check_events`), while the JVM starts, and hands Spark the valid rows with
 the column types Spark's checking pass would give them; the matching and writing run on

@@ -1,5 +1,5 @@
-"""A query's error before the input is read (issue 16 §3: no Spark job the answer does
-not need; an answer that is an error needs none).
+"""A query's error before the input is read (no Spark job the answer does not need; an
+answer that is an error needs none).
 
 The queries are planned against the valid rows' schema, which the checking pass
 decides by reading every row: a text column gets the type most of its values have, a

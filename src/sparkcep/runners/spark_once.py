@@ -1,4 +1,4 @@
-"""Checking a CSV input with one read of the files (issue 16 §1).
+"""Checking a CSV input with one read of the files instead of two.
 
 Spark's checking pass (`spark_rows.check_rows`) reads the files twice: once to count
 and to choose each column's type, once more to give the rows those types. Here the
