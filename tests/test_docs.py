@@ -1,5 +1,5 @@
-"""Every example in README.md, docs/ and the examples' READMEs runs (issue 8: docs that were
-false). A query block must plan, a `sparkcep ...` command line must parse against the
+"""Every example in README.md, docs/ and the examples' READMEs runs (a doc that is false is
+worse than none). A query block must plan, a `sparkcep ...` command line must parse against the
 CLI (its options exist, its values have their types), and a Python block runs, with
 `spark` given and the repository's `examples/` beside it."""
 
@@ -130,3 +130,33 @@ def test_the_api_page_lists_every_option_and_keyword():
     }
     missing = sorted(k for k in keywords if f"`{k}`" not in page)
     assert not missing, f"docs/api.md lacks the keywords {missing}"
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """The anchor a heading gets on GitHub: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_in_the_docs_points_to_a_file_that_exists():
+    """A relative link in README.md, docs/, the examples' READMEs or the benchmark pages
+    names a file or folder of the repository, and its `#anchor` a heading of that page."""
+    pages = [*PAGES, *sorted((ROOT / "benchmarks" / "results").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = FENCE.sub("", page.read_text())
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(ROOT)}: {target}"
+            if not file.exists():
+                broken.append(where)
+            elif anchor and file.suffix == ".md":
+                headings = re.findall(r"^#+\s+(.*)$", FENCE.sub("", file.read_text()), re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(where)
+    assert not broken, f"links to nothing: {broken}"
