@@ -160,3 +160,15 @@ def test_every_link_in_the_docs_points_to_a_file_that_exists():
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(where)
     assert not broken, f"links to nothing: {broken}"
+
+
+def test_no_page_or_module_cites_an_issue():
+    """Users read the docs and the modules' docstrings: they say what and why, never an
+    issue number (those live in benchmarks/results/)."""
+    texts = [*PAGES, *sorted((ROOT / "src").rglob("*.py"))]
+    cites = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path in texts
+        for m in re.finditer(r"\bissues? #?\d+", path.read_text(), re.I)
+    ]
+    assert not cites, f"issue numbers: {cites}"
