@@ -226,7 +226,7 @@ def test_row_checks_reject_rows_locally(checked_engine):
 
 @pytest.mark.spark
 def test_row_checks_reject_rows_in_spark(spark, checked_engine):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(
         spark.createDataFrame(pd.DataFrame(ROWS)),

@@ -286,7 +286,7 @@ def test_symbol_rules_need_no_type_column():
     out = run_local(frame, rules).matches
     assert out[["t_s", "t_e", "ids"]].values.tolist() == [[1, 2, [0, 1]], [5, 6, [2, 3]]]
     # so do mine-rules and evaluate-rules (a:HI at 5 falls in (2, 6), none in (6, 10))
-    from sparkcep.runners.mining import MiningSettings, evaluate_rules, mine_rules
+    from sparkcep.runners.jobs.mining import MiningSettings, evaluate_rules, mine_rules
 
     report = evaluate_rules(rules, frame, Options())
     assert report[["predictions", "held"]].values.tolist() == [[2, 1]]

@@ -1,5 +1,5 @@
 """Issue 16 §3, fast start: the JVM class archive is recorded by the first Spark run and
-used from the next one on, without a separate command (runners/warmup.py)."""
+used from the next one on, without a separate command (runners/jobs/warmup.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.runners import warmup
+from sparkcep.runners.jobs import warmup
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "examples" / "cpu_overload"
@@ -122,7 +122,7 @@ def test_a_jvm_that_cannot_start_still_says_why_on_stderr(tmp_path):
     incubator-modules notice): the launcher's own reason for refusing to start reaches
     stderr, before Python's error."""
     code = (
-        "from sparkcep.runners.spark_session import spark_session\n"
+        "from sparkcep.runners.spark.session import spark_session\n"
         "spark_session(**{'spark.driver.extraJavaOptions': '-Xmx1k'})\n"
     )
     done = subprocess.run(

@@ -242,7 +242,7 @@ def test_a_batch_reads_u_max_from_the_data():
 
 def test_spark_reads_u_max_from_the_data_and_a_stream_asks_for_it(spark):
     from sparkcep import stream
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(spark.createDataFrame(U_MAX_EVENTS), U_MAX_QUERY, id_col="id")
     local = match_local(U_MAX_EVENTS, U_MAX_QUERY, id_col="id")
@@ -418,7 +418,7 @@ def test_time_outside_its_interval_is_rejected():
 
 @pytest.mark.spark
 def test_bad_intervals_are_rejected_in_spark(spark):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     schema = "id long, type string, ts long, hi long, pmf array<double>"
     rows = [tuple(r.values()) for r in BAD_ROWS]
@@ -550,7 +550,7 @@ def test_timestamp_interval_errors(query, options, message):
 def test_timestamp_time_in_spark_equals_local(spark):
     """Bounds from timestamp columns, checked and measured (U_max) in Spark: the rows of
     `ts - 1 s AND ts + 1 s` locally, and the row whose time lies outside is rejected."""
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     one = pd.Timedelta(seconds=1)
     bounded = STAMPS.assign(lo=STAMPS["ts"] - one, hi=STAMPS["ts"] + one)

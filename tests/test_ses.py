@@ -262,7 +262,7 @@ def test_the_command_takes_prune(tmp_path):
 @pytest.mark.parametrize(("name", "prune"), [("ses", "none"), ("jointree", "f")])
 def test_unpartitioned_windows_through_spark(spark, name, prune):
     from sparkcep.checks import random_events
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     events = random_events(n=200, seed=3)
     query = "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 SELECT ALL"

@@ -19,7 +19,7 @@ import pytest
 import sparkcep
 from sparkcep.cli import main
 from sparkcep.engines.base import ENGINES, _load_engines
-from sparkcep.runners.streaming import read_stream, start
+from sparkcep.runners.streaming.pipeline import read_stream, start
 
 pytestmark = pytest.mark.spark
 

@@ -156,7 +156,7 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
 
 # Functions of a list value (a column holding lists: an interval time's pmf). Not part
 # of the query language: programs use them in row checks (`engines.base.RowCheck`);
-# runners/spark_expr.py computes the same in Spark. A null list, or a list with a null or
+# runners/spark/expr.py computes the same in Spark. A null list, or a list with a null or
 # NaN element, gives null (as Spark's aggregate does); a value that is not a list too.
 LIST_FUNCTIONS = ("cardinality", "list_sum", "list_min")
 

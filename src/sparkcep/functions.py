@@ -1,7 +1,7 @@
 """Scalar functions of the query language, evaluated on numpy columns with SQL's nulls.
 
 Each function has its argument kinds, its result kind and a vectorised implementation;
-`runners/spark_expr.py` has the Spark twin of each, so a local condition using them is
+`runners/spark/expr.py` has the Spark twin of each, so a local condition using them is
 still evaluated in the JVM. A null argument gives a null result (coalesce excepted: it
 gives its first non-null argument). `s LIKE p` is SQL's LIKE: `%` is any run of
 characters, `_` one character, matched against the whole text.

@@ -49,7 +49,7 @@ class AyacEngine(Engine):
 
     @staticmethod
     def model_fitting():
-        """The model-fitting kernel (`sparkcep.runners.fit` finds it here)."""
+        """The model-fitting kernel (`sparkcep.runners.jobs.fit` finds it here)."""
         from sparkcep.engines.ayac import fitting
 
         return fitting

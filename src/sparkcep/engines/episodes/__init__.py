@@ -72,7 +72,7 @@ class _EpisodeEngine(Engine):
 
     @staticmethod
     def rule_mining():
-        """The rule-mining kernel (`sparkcep.runners.mining` finds it here)."""
+        """The rule-mining kernel (`sparkcep.runners.jobs.mining` finds it here)."""
         from sparkcep.engines.episodes import mining
 
         return mining

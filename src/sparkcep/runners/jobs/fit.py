@@ -52,7 +52,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)

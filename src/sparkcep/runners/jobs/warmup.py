@@ -121,7 +121,7 @@ def record(verbose: bool = True) -> Path:
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     env = dict(os.environ, SPARKCEP_CDS="0")
     subprocess.run(
-        [sys.executable, "-m", "sparkcep.runners.warmup", str(tmp)],
+        [sys.executable, "-m", "sparkcep.runners.jobs.warmup", str(tmp)],
         env=env,
         check=True,
         stdout=subprocess.DEVNULL if not verbose else None,
@@ -136,9 +136,9 @@ def _representative_job(archive: str) -> None:
     import pandas as pd
 
     from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
-    from sparkcep.runners.spark_files import read_spark, write_spark
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.files import read_spark, write_spark
+    from sparkcep.runners.spark.session import spark_session
 
     spark = spark_session(
         "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive}"}

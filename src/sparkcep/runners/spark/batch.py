@@ -32,12 +32,12 @@ from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.plan.intervals import needs_data_width, with_data_widths
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
-from sparkcep.runners.query_first import kept_columns, raise_sure_error
-from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_once import check_rows_once, one_read
-from sparkcep.runners.spark_rows import (
+from sparkcep.runners.spark.driver_check import DriverChecked, size_text, tick_range, valid_frame
+from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
+from sparkcep.runners.spark.one_read import check_rows_once, one_read
+from sparkcep.runners.spark.query_first import kept_columns, raise_sure_error
+from sparkcep.runners.spark.rows import (
     AS_READ,
     Checked,
     check_rows,
@@ -45,7 +45,7 @@ from sparkcep.runners.spark_rows import (
     schema_of,
     spark_type,
 )
-from sparkcep.runners.spark_session import spark_session
+from sparkcep.runners.spark.session import spark_session
 from sparkcep.timeunits import implausible_times
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
@@ -64,7 +64,7 @@ class SparkRun:
     programs: list[Program] = field(default_factory=list)
     tied: Accumulator | None = None  # events sharing an instant, counted as the rows are made
     # The rejected rows in pandas when the input was checked in the driver (then
-    # `rejected` is None): runners/driver_check.py.
+    # `rejected` is None): runners/spark/driver_check.py.
     rejected_rows: pd.DataFrame | None = None
     driver_checked: str | None = None  # the size under which inputs are checked so, in words
 

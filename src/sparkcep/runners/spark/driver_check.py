@@ -138,7 +138,7 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
 
 
 def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
-    from sparkcep.runners.spark import named_columns
+    from sparkcep.runners.spark.batch import named_columns
 
     frame = read_pandas(path, text=True, **reading)
     columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
