@@ -23,11 +23,11 @@ from strategies import events_frame as frame
 
 from sparkcep import QueryError
 from sparkcep.checks import check_engine, compile_one, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 from sparkcep.errors import DataError
 from sparkcep.plan import Options
 
-_load_engines()
+ENGINES = engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
 QUERY_STRATEGIES = {
@@ -182,8 +182,9 @@ def test_empty_frame_has_the_declared_kinds():
 @pytest.fixture
 def checked_engine():
     """The nfa engine, with one row check: v must not be negative."""
-    from sparkcep.engines.base import Engine, RowCheck, register
+    from sparkcep.engines.base import Engine, RowCheck
     from sparkcep.engines.nfa import NfaProgram
+    from sparkcep.engines.registry import register
     from sparkcep.language import ast as qast
 
     class CheckedProgram(NfaProgram):

@@ -19,12 +19,12 @@ from strategies import events_frame, streams
 
 from sparkcep import QueryError, run_local
 from sparkcep.checks import check_engine, compile_one, random_events, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines, compile_jobs
 from sparkcep.engines.episodes.tree import NOT_FOUND, REJECTED, CBSTree
+from sparkcep.engines.registry import compile_jobs, engines
 from sparkcep.errors import DataError
 from sparkcep.plan import Options, analyze, plan_queries
 
-_load_engines()
+ENGINES = engines()
 ALGORITHMS = ("episodes", "tofel", "directmatch")
 COLUMNS = ["query", "ids", "t_s", "t_e", "after", "before"]
 

@@ -17,9 +17,9 @@ from imprecise_oracle import possible_world_matches
 from imprecise_strategies import interval_queries, interval_streams
 
 from sparkcep import QueryError, match_local, run_local
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 
-_load_engines()
+ENGINES = engines()
 ALGORITHMS = [name for name in ENGINES if name.startswith("imprecise")]
 FIG1 = pd.DataFrame(
     {"id": ["a1", "c2", "b3", "c4"], "type": list("ACBC"), "lo": [1, 3, 3, 4], "hi": [5, 5, 5, 8]}
@@ -278,7 +278,7 @@ def test_time_upper_column_equals_the_clause():
 
 
 def test_point_time_queries_keep_the_nfa_engine():
-    from sparkcep.engines.base import choose
+    from sparkcep.engines.registry import choose
     from sparkcep.plan import analyze
 
     assert choose(analyze("PATTERN SEQ(A a, B b) WITHIN 5")).name == "nfa"
@@ -720,7 +720,7 @@ def test_timestamp_time_passes_the_conformance_suite():
     """Batches cut anywhere, advance (in the time column's ticks, microseconds), stored
     state: a timestamp column's points behave as integer times do."""
     from sparkcep.checks import yield_checks
-    from sparkcep.engines.base import compile_jobs
+    from sparkcep.engines.registry import compile_jobs
     from sparkcep.plan import Options, plan_queries
     from sparkcep.schema import kind_of_pandas
 

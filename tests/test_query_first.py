@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bad_inputs import sparkcep
 
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.errors import SparkcepError
 from sparkcep.files import HEAD_ROWS
 from sparkcep.inputs import ROW
 from sparkcep.plan import Options, plan_queries
+from sparkcep.plan.columns import named_columns
 from sparkcep.prep.table import TICKS
-from sparkcep.runners.spark.batch import named_columns
 from sparkcep.runners.spark.driver_check import ENV as DRIVER_ENV
 from sparkcep.runners.spark.query_first import raise_sure_error, valid_schemas
 from sparkcep.runners.spark.rows import check_rows, schema_of

@@ -15,12 +15,12 @@ from strategies import streams
 
 from sparkcep import QueryError
 from sparkcep.checks import compile_one, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines, choose
+from sparkcep.engines.registry import choose, engines
 from sparkcep.errors import SparkcepError
 from sparkcep.plan import Options, analyze
 from sparkcep.runners.local import execute_local
 
-_load_engines()
+ENGINES = engines()
 PRUNINGS = ("none", "f", "fp", "fpc")
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from helpers import rows_of
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 from sparkcep.runners.local import run_local
 from sparkcep.runners.spark.batch import match, run
 from sparkcep.runners.spark.files import read_spark, write_spark
@@ -255,7 +255,7 @@ def test_out_of_range_times_are_rejected_by_spark(spark, tmp_path):
 
 # ---- every registered engine: Spark equals local on its examples ---------------------
 
-_load_engines()
+ENGINES = engines()
 ENGINE_EXAMPLES = [(name, q) for name, engine in ENGINES.items() for q in engine.examples]
 
 

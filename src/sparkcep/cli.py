@@ -389,7 +389,8 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         return check_in_driver(input, reading, text, options)
 
     spark, early = _start_spark(master, input, check)
-    from sparkcep.runners.spark.batch import execute, execute_driver_checked
+    from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.driver_check import execute_driver_checked
     from sparkcep.runners.spark.files import read_spark
 
     with _progress(spark, status) as progress:

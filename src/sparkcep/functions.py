@@ -7,7 +7,7 @@ gives its first non-null argument). `s LIKE p` is SQL's LIKE: `%` is any run of
 characters, `_` one character, matched against the whole text.
 
 >>> import numpy as np
->>> from sparkcep.expressions import Vec
+>>> from sparkcep.vec import Vec
 >>> s = Vec(np.array(["Admission NC", "Lab", ""], dtype=object), np.array([False, False, True]))
 >>> FUNCTIONS["lower"].apply([s]).to_list()
 ['admission nc', 'lab', None]
@@ -24,8 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from sparkcep.expressions import Vec
 from sparkcep.schema import NUMERIC, Kind, comparable
+from sparkcep.vec import Vec
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import (
-    QUERY,
-    Program,
-    compile_jobs,
-    concat_rows,
-    failed_checks,
-    sort_rows,
-    tie_warning,
-)
+from sparkcep.engines.base import Program, failed_checks
+from sparkcep.engines.output import QUERY, concat_rows, sort_rows, tie_warning
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.inputs import (
     CORRUPT,
     ORDER_COL,

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.base import MinesRules
+from sparkcep.engines.registry import first_with
 from sparkcep.errors import SparkcepError
 from sparkcep.inputs import ROW, schema_of, split_valid
 from sparkcep.plan import Options, Plan, analyze
@@ -31,12 +32,10 @@ RANGE = "__mine_range"
 
 def rule_kernel():
     """The rule-mining kernel of the registered engines."""
-    _load_engines()
-    for engine in ENGINES.values():
-        kernel = getattr(engine, "rule_mining", None)
-        if kernel is not None:
-            return kernel()
-    raise SparkcepError("no registered engine mines rules")
+    engine = first_with(MinesRules)
+    if engine is None:
+        raise SparkcepError("no registered engine mines rules")
+    return engine.rule_mining()  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The SparkSession sparkcep runs in: local mode by default, UTC, UI off, quiet logs, the
-JVM class archive when it was recorded (`warmup`)."""
+JVM class archive when it was recorded (`cds`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sparkcep.runners.jobs.warmup import archive_options, recording_started
+from sparkcep.runners.spark.cds import archive_options, recording_started
 
 SMALL_INPUT_BYTES = 256 * 2**20
 TINY_INPUT_BYTES = 2**20

@@ -45,7 +45,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import Program, compile_jobs, sort_rows
+from sparkcep.engines.base import Program
+from sparkcep.engines.output import sort_rows
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
