@@ -306,7 +306,7 @@ class AyacClauses:
                     ) from None
                 sources[f"law {var}"] = "model"
             if isinstance(entry.get("fit"), dict):
-                from sparkcep.engines.ayac.fitting import fit_summary
+                from sparkcep.plan.laws import fit_summary
 
                 fits[var] = fit_summary(entry["fit"])
             if entry.get("sample") is not None:  # the miss rate's sample size
