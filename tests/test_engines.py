@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast as pyast
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +28,7 @@ from strategies import events_frame as frame
 from sparkcep import QueryError
 from sparkcep.checks import check_engine, compile_one, yield_checks
 from sparkcep.engines.registry import engines
-from sparkcep.errors import DataError
+from sparkcep.errors import DataError, SparkcepError
 from sparkcep.plan import Options
 
 ENGINES = engines()
@@ -73,6 +75,34 @@ def test_every_engine_is_registered_once_by_name():
     named |= {"episodes", "tofel", "directmatch", "match_recognize", "funnel"}
     assert set(ENGINES) >= named
     assert all(engine.name == name for name, engine in ENGINES.items())
+
+
+def test_the_registry_imports_an_engine_only_when_a_query_needs_it():
+    """Names come from the table; a query the first engine answers imports no other
+    engine package (a fresh interpreter: this one has imported them all)."""
+    packages = sorted(p.name for p in (SRC / "engines").iterdir() if (p / "__init__.py").exists())
+    code = (
+        "import sys\n"
+        "from sparkcep.engines.registry import choose, names\n"
+        "from sparkcep.plan import analyze\n"
+        f"packages = {packages!r}\n"
+        "listed = names()\n"
+        "loaded = lambda: sorted(p for p in packages if 'sparkcep.engines.' + p in sys.modules)\n"
+        "before = loaded()\n"
+        "choose(analyze('PATTERN SEQ(A a, B b) WITHIN 3'))\n"
+        "print(len(listed), before, loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == [str(len(ENGINES)), "[] ['nfa']\n"]
+
+
+def test_an_unknown_algorithm_names_the_known_ones():
+    from sparkcep.engines.registry import choose
+    from sparkcep.plan import analyze
+
+    plan = analyze("PATTERN SEQ(A a, B b) WITHIN 3", options=Options(algorithm="fastest"))
+    with pytest.raises(SparkcepError, match=r"unknown algorithm 'fastest' \(known: nfa, aseq, "):
+        choose(plan)
 
 
 def test_trailing_negation_waits_for_the_window():
