@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.targets import target_row, write_targets
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.inputs import ROW, schema_of, split_valid
 from sparkcep.plan import Options, analyze
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.plan import Options, analyze
 
 RESULTS = Path(__file__).parent / "results"

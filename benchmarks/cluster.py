@@ -148,7 +148,7 @@ def _median(runs: list[tuple], i: int) -> float:
 
 
 def _archive() -> str:
-    from sparkcep.runners.warmup import archive_path
+    from sparkcep.runners.jobs.warmup import archive_path
 
     if archive_path().exists():
         return "recorded (the driver maps it, and on the cluster the executors too)"

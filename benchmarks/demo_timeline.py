@@ -64,17 +64,17 @@ def traced_run(args: list[str]) -> None:
     from pyspark import java_gateway
 
     import sparkcep._early as early
-    import sparkcep.runners.driver_check as driver_check
-    import sparkcep.runners.spark as spark
-    import sparkcep.runners.spark_files as files
-    import sparkcep.runners.spark_session as session
+    import sparkcep.runners.spark.batch as spark
+    import sparkcep.runners.spark.driver_check as driver_check
+    import sparkcep.runners.spark.files as files
+    import sparkcep.runners.spark.session as session
 
     _wrap(java_gateway, "launch_gateway", "JVM launch (spark-submit, until its gateway answers)")
     _wrap(session, "spark_session", "Spark session")
     _wrap(files, "read_spark", "read_spark (the CSV's header, the DataFrame)")
     _wrap(spark, "execute", "execute (the checking pass, plan, compile)")
     _wrap(driver_check, "check_in_driver", "check_in_driver (read, check, plan, compile)")
-    _wrap(spark, "execute_driver_checked", "execute_driver_checked (the valid rows to Spark)")
+    _wrap(driver_check, "execute_driver_checked", "execute_driver_checked (the valid rows to Spark)")
     _wrap(spark, "plan_queries", "plan")
     _wrap(spark, "compile_jobs", "compile")
     _wrap(files, "write_spark", "write_spark")
@@ -103,7 +103,7 @@ def _kind(pid: int) -> str | None:
         return None
     if comm == "java" or "org.apache.spark" in cmdline:
         return "a java process (spark-submit's launcher, then Spark's JVM)"
-    if "-m sparkcep.runners.daemon" in cmdline:
+    if "-m sparkcep.runners.spark.daemon" in cmdline:
         return "Python worker daemon (or a worker it forked)"
     return None
 
@@ -222,7 +222,7 @@ NOTES = """\
 | C1 compiling later (Tier3 thresholds x10) | 8.81 -> 9.79 s | no |
 | `-Xms1g -Xmn600m -XX:-UsePerfData` | 8.81 -> 8.58 s, 7.82 -> 7.68 CPU s: within the noise | no |
 | `sparkcep warmup`'s job once more with a tiny input's settings (their classes archived too) | 5.65 -> 5.64 s, 6.77 -> 6.67 CPU s (4 rounds) | no |
-| CSV under 1 MiB checked in the driver with the local runner's checks while the JVM starts (`runners/driver_check.py`): no checking pass, one Spark job (the matching and writing), the rejected rows written by pandas | 7.93 -> 5.46 s, 7.26 -> 4.84 CPU s (5 rounds, load 6.3 -> 3.5; main's code in the same rounds 8.13 s, 7.38 CPU s); 6.54 -> 4.13 s, 7.88 -> 4.87 CPU s (5 rounds, load 1.4 -> 2.2; main's code 6.60 s, 7.87 CPU s) | yes |
+| CSV under 1 MiB checked in the driver with the local runner's checks while the JVM starts (`runners/spark/driver_check.py`): no checking pass, one Spark job (the matching and writing), the rejected rows written by pandas | 7.93 -> 5.46 s, 7.26 -> 4.84 CPU s (5 rounds, load 6.3 -> 3.5; main's code in the same rounds 8.13 s, 7.38 CPU s); 6.54 -> 4.13 s, 7.88 -> 4.87 CPU s (5 rounds, load 1.4 -> 2.2; main's code 6.60 s, 7.87 CPU s) | yes |
 | the session started before the command's imports (`sparkcep._early`, from the top of `import sparkcep`): the JVM's launch at 0.10 s instead of about 0.55 s, but on 2 cores the launch and the imports share the CPU | 5.46 -> 5.11 s, 4.84 -> 4.74 CPU s (the first 5 rounds); 4.13 -> 4.05 s, 4.87 -> 5.14 CPU s (the second); 3.99 -> 3.85 s, 4.77 -> 4.94 CPU s (8 rounds of these two alone, load 2.2 -> 2.0; faster in 6 of 8 pairs) | yes: 0.1-0.35 s of wall for 0.1-0.2 CPU s |
 
 The class archive matters as much as any of these: the one in this venv, recorded hours

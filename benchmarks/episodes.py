@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 from sparkcep.plan import Options, plan_queries
 
 RESULTS = Path(__file__).parent / "results"
@@ -139,7 +139,7 @@ def _rule(name, vertices, edges, window, consequent) -> str:
 
 
 def measure(stream: pd.DataFrame, rules: list[str]) -> dict:
-    _load_engines()
+    ENGINES = engines()
     plans, names = plan_queries(rules, {"type": "string", "ts": "int", "id": "int"}, OPTIONS)
     out = {}
     for algorithm in ALGORITHMS:

@@ -290,7 +290,7 @@ def main() -> None:
     if python is None:
         print(not_measured((load_before, os.getloadavg()[0]), args.results))
         return
-    from sparkcep.runners.warmup import archive_path, record
+    from sparkcep.runners.jobs.warmup import archive_path, record
 
     if not archive_path().exists():
         record(verbose=False)  # what the first Spark run does, done before the timing

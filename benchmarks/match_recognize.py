@@ -270,7 +270,7 @@ def rising_rows(frame: pd.DataFrame, repeat: int) -> dict:
 
 
 def _spark():
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
 
     spark = spark_session(
         "local[2]", app_name="sparkcep-bench-mr", **{"spark.sql.shuffle.partitions": "4"}

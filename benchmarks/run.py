@@ -122,7 +122,7 @@ def bench_processes(repeat: int, tmp: Path) -> list[dict]:
         }
     )
 
-    from sparkcep.runners.warmup import archive_path, record
+    from sparkcep.runners.jobs.warmup import archive_path, record
 
     if not archive_path().exists():
         record(verbose=False)

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.engines.ses import matcher as ses_matcher
 from sparkcep.engines.ses.program import SesProgram
 from sparkcep.errors import SparkcepError

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from benchmarks.generators import g1, g2_files
 from benchmarks.targets import target_row, write_targets
-from sparkcep.runners.warmup import archive_path, record
+from sparkcep.runners.jobs.warmup import archive_path, record
 
 RESULTS = Path(__file__).parent / "results"
 G1_QUERY = "PATTERN SEQ(A a, B b, C c) WITHIN 101"
@@ -43,7 +43,7 @@ G2_SCHEMA = "type string, k long, v double, ts long"
 
 
 def floor_job(job: str, source: str, output: str) -> None:
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
 
     # The same driver as `sparkcep run` starts for this input (spark_session.light_driver):
     # the floor is Spark's own, not a JVM setting we chose and it did not.

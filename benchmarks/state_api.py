@@ -101,7 +101,7 @@ def run(spark, folder: Path, tmp: Path, api: str) -> dict:
 
 
 def main() -> None:
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="sparkcep-state-bench-"))
     try:

@@ -54,8 +54,8 @@ def one_version(folder: str) -> dict:
     from sparkcep.inputs import REASON
     from sparkcep.plan import Options
     from sparkcep.prep.table import MASK, TICKS
-    from sparkcep.runners import streaming
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
+    from sparkcep.runners.streaming import pipeline as streaming
 
     spark = spark_session("local[1]")
     source = streaming.read_stream(spark, folder, max_files=1)

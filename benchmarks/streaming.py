@@ -67,7 +67,7 @@ def count_rows(folder: Path) -> int:
 
 
 def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
-    from sparkcep.runners.streaming import read_stream, start, stream
+    from sparkcep.runners.streaming.pipeline import read_stream, start, stream
 
     out = tmp / f"out-{files_per_batch}"
     source = read_stream(spark, str(folder), max_files=files_per_batch)
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        from sparkcep.runners.spark_session import spark_session
+        from sparkcep.runners.spark.session import spark_session
 
         tmp = Path(args.tmp)
         tmp.mkdir(parents=True)

@@ -24,7 +24,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 @pytest.fixture(scope="session")
 def spark():
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = spark_session(

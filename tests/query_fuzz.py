@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sparkcep.engines.base import ENGINES, _load_engines, compile_jobs
+from sparkcep.engines.registry import compile_jobs, engines
 from sparkcep.errors import QueryError
 from sparkcep.plan import Options, plan_queries
 
@@ -72,7 +72,7 @@ def seeds() -> list[str]:
         for block in re.findall(r"```[a-z]*\n(.*?)```", path.read_text(), re.DOTALL):
             if _START.match(block):
                 found.add(block)
-    _load_engines()
+    ENGINES = engines()
     for engine in ENGINES.values():
         found.update(engine.examples)
     return sorted(found)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from strategies import events_frame, queries, streams
 
 from sparkcep import QueryError, analyze, explain, match_local, parse, run_local
-from sparkcep.engines.base import choose
+from sparkcep.engines.registry import choose
 
 SCHEMA = {"ts": "int", "type": "string", "k": "int", "v": "float", "reader": "string"}
 

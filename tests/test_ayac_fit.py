@@ -15,7 +15,7 @@ import pytest
 
 from sparkcep import analyze, explain, match_local
 from sparkcep.plan import Options
-from sparkcep.runners.fit import fit_model_local
+from sparkcep.runners.jobs.fit import fit_model_local
 
 EPS = {"x": 0.10, "y": 0.15, "z": 0.20}
 MEAN_Z = 30_000.0  # z follows x after Exp(30 s), in ms
@@ -154,7 +154,7 @@ def test_fit_warns_of_repeated_reads(tmp_path):
 @pytest.mark.spark
 def test_fit_recovers_the_parameters_on_spark(spark):
     """The Spark job gives the local fit's model (one history, with edges, to keep it fast)."""
-    from sparkcep.runners.fit import fit_model
+    from sparkcep.runners.jobs.fit import fit_model
 
     edges = cut_history()
     model = fit_model(spark.createDataFrame(edges), EDGE_QUERY, Options(time_unit="ms"))

@@ -19,7 +19,6 @@ import math
 import numpy as np
 import pytest
 
-from sparkcep.engines.ayac.laws import Empirical, Exponential, Normal, Uniform
 from sparkcep.engines.ayac.scoring import (
     Link,
     MissedNegative,
@@ -30,6 +29,7 @@ from sparkcep.engines.ayac.scoring import (
     Negative,
     Segment,
 )
+from sparkcep.plan.laws import Empirical, Exponential, Normal, Uniform
 
 N = 200_000  # Monte Carlo draws
 Z = 4.0  # standard errors allowed

@@ -22,7 +22,7 @@ import pytest
 
 from sparkcep import cli
 from sparkcep.inputs import OUT_OF_RANGE
-from sparkcep.runners.driver_check import ENV
+from sparkcep.runners.spark.driver_check import ENV
 
 QUERY = "PATTERN SEQ(A a, B b) WITHIN 10"
 MODES = ["local", "spark"]
@@ -505,7 +505,7 @@ TYPE_MODES = [*CHECK_MODES, "spark-two-reads"]
 
 def run_typed(capsys, monkeypatch, mode, path, out, *more, query=QUERY):
     if mode == "spark-two-reads":
-        from sparkcep.runners import spark_once
+        from sparkcep.runners.spark import one_read as spark_once
 
         monkeypatch.setenv(spark_once.ENV, "0")
         mode = "spark-full"

@@ -228,7 +228,7 @@ def test_a_bad_memory_budget_is_one_line(tmp_path):
 
 @pytest.mark.spark
 def test_spark_max_matches_and_budget(spark):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     df = spark.createDataFrame(kleene_events(20))
     rows = run(df, KLEENE, max_matches=1000).rows.toPandas()
@@ -243,7 +243,7 @@ def test_spark_max_matches_and_budget(spark):
 
 @pytest.mark.spark
 def test_a_stream_beyond_the_budget_stops_with_its_line(spark, tmp_path):
-    from sparkcep.runners.streaming import read_stream, start, stream
+    from sparkcep.runners.streaming.pipeline import read_stream, start, stream
 
     folder = tmp_path / "in"
     folder.mkdir()

@@ -66,9 +66,10 @@ def test_demo_on_a_standalone_cluster_equals_the_local_run(tmp_path):
     tasks = [e["Task Info"] for e in events if e["Event"] == "SparkListenerTaskEnd"]
     assert tasks and {t["Executor ID"] for t in tasks} == {"0"}  # all on the worker's executor
     (environment,) = [e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate"]
-    # the executors start their Python workers with sparkcep's daemon (runners/daemon.py)
+    # the executors start their Python workers with sparkcep's daemon (runners/spark/daemon.py)
     assert (
-        environment["Spark Properties"]["spark.python.daemon.module"] == "sparkcep.runners.daemon"
+        environment["Spark Properties"]["spark.python.daemon.module"]
+        == "sparkcep.runners.spark.daemon"
     )
     expected = _rows(DEMO / "expected.jsonl")
     assert _rows(tmp_path / "cluster.jsonl") == _rows(tmp_path / "local.jsonl") == expected
@@ -89,7 +90,7 @@ def _pyspark_tree(tmp_path: Path, version: str) -> tuple[str, str, str]:
 
 
 def test_the_daemon_imports_the_installed_pyspark_only_when_it_is_the_zips_version(tmp_path):
-    from sparkcep.runners.daemon import prefer_installed
+    from sparkcep.runners.spark.daemon import prefer_installed
 
     bundled, py4j, same = _pyspark_tree(tmp_path, "4.3.0")
     assert prefer_installed([bundled, py4j, same, "/x"]) == [same, "/x", bundled, py4j]
@@ -99,10 +100,10 @@ def test_the_daemon_imports_the_installed_pyspark_only_when_it_is_the_zips_versi
 
 
 def test_executors_on_a_cluster_get_the_drivers_class_archive():
-    from sparkcep.runners.spark_session import worker_conf
+    from sparkcep.runners.spark.session import worker_conf
 
     archive = ["-XX:SharedArchiveFile=/venv/share/sparkcep/spark-x.jsa", "-Xlog:cds=off"]
-    daemon = {"spark.python.daemon.module": "sparkcep.runners.daemon"}
+    daemon = {"spark.python.daemon.module": "sparkcep.runners.spark.daemon"}
     executor = "-XX:SharedArchiveFile=/venv/share/sparkcep/spark-x.jsa -Xlog:cds=off"
     cluster = worker_conf("spark://127.0.0.1:7077", archive, {})
     assert cluster == {**daemon, "spark.executor.extraJavaOptions": executor}
@@ -120,7 +121,7 @@ def test_executors_on_a_cluster_get_the_drivers_class_archive():
 def test_executors_on_a_cluster_start_as_light_as_the_driver():
     """A short run's executors get the driver's light JVM options (light_driver); in
     local mode the driver is the executor and has them already."""
-    from sparkcep.runners.spark_session import light_driver, worker_conf
+    from sparkcep.runners.spark.session import light_driver, worker_conf
 
     light, _ = light_driver(25 * 2**20)  # G2's CSV
     assert light == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]

@@ -17,8 +17,8 @@ from test_examples import EXAMPLES, example_files, read_jsonl
 from sparkcep.files import data_bytes, read_pandas
 from sparkcep.plan import Options
 from sparkcep.runners.local import run_local
-from sparkcep.runners.spark_files import read_spark, write_spark
-from sparkcep.runners.spark_session import TINY_INPUT_BYTES, light_driver
+from sparkcep.runners.spark.files import read_spark, write_spark
+from sparkcep.runners.spark.session import TINY_INPUT_BYTES, light_driver
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "examples" / "cpu_overload"
@@ -54,7 +54,7 @@ def tiny_settings() -> dict[str, str]:
 
 
 def _spark_run(spark, events: str, query: str, options: dict, tmp_path: Path, name: str):
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     source = read_spark(spark, events)
     result = execute(source.df, query, Options(**options), **source.options())
@@ -220,9 +220,9 @@ def test_the_command_starts_spark_before_its_imports(tmp_path, switch):
     # importtime lists a module when its import ends: the session's module (pyspark with
     # it) before pandas; without the early start, `import sparkcep` does not import it
     if switch is None:
-        assert imported.index("sparkcep.runners.spark_session") < imported.index("pandas")
+        assert imported.index("sparkcep.runners.spark.session") < imported.index("pandas")
     else:
-        assert "sparkcep.runners.spark_session" not in imported
+        assert "sparkcep.runners.spark.session" not in imported
 
 
 def test_a_gzip_file_counts_its_bytes_unpacked(tmp_path):

@@ -13,7 +13,7 @@ from test_bad_inputs import sparkcep
 from test_examples import EXAMPLES, example_files
 
 from sparkcep.files import data_bytes
-from sparkcep.runners.driver_check import ENV
+from sparkcep.runners.spark.driver_check import ENV
 
 FLAGS = {"time_col": "--time", "type_col": "--type", "id_col": "--id", "time_unit": "--time-unit"}
 DRIVER = "rows checked in the driver (input under 1 MiB)"

@@ -6,6 +6,10 @@ no engine: a test reads their imports."""
 from __future__ import annotations
 
 import ast as pyast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,11 +27,11 @@ from strategies import events_frame as frame
 
 from sparkcep import QueryError
 from sparkcep.checks import check_engine, compile_one, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines
-from sparkcep.errors import DataError
+from sparkcep.engines.registry import engines
+from sparkcep.errors import DataError, SparkcepError
 from sparkcep.plan import Options
 
-_load_engines()
+ENGINES = engines()
 SRC = Path(__file__).parent.parent / "src" / "sparkcep"
 # Random queries for each engine (an engine that is not listed runs its examples only).
 QUERY_STRATEGIES = {
@@ -71,6 +75,34 @@ def test_every_engine_is_registered_once_by_name():
     named |= {"episodes", "tofel", "directmatch", "match_recognize", "funnel"}
     assert set(ENGINES) >= named
     assert all(engine.name == name for name, engine in ENGINES.items())
+
+
+def test_the_registry_imports_an_engine_only_when_a_query_needs_it():
+    """Names come from the table; a query the first engine answers imports no other
+    engine package (a fresh interpreter: this one has imported them all)."""
+    packages = sorted(p.name for p in (SRC / "engines").iterdir() if (p / "__init__.py").exists())
+    code = (
+        "import sys\n"
+        "from sparkcep.engines.registry import choose, names\n"
+        "from sparkcep.plan import analyze\n"
+        f"packages = {packages!r}\n"
+        "listed = names()\n"
+        "loaded = lambda: sorted(p for p in packages if 'sparkcep.engines.' + p in sys.modules)\n"
+        "before = loaded()\n"
+        "choose(analyze('PATTERN SEQ(A a, B b) WITHIN 3'))\n"
+        "print(len(listed), before, loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == [str(len(ENGINES)), "[] ['nfa']\n"]
+
+
+def test_an_unknown_algorithm_names_the_known_ones():
+    from sparkcep.engines.registry import choose
+    from sparkcep.plan import analyze
+
+    plan = analyze("PATTERN SEQ(A a, B b) WITHIN 3", options=Options(algorithm="fastest"))
+    with pytest.raises(SparkcepError, match=r"unknown algorithm 'fastest' \(known: nfa, aseq, "):
+        choose(plan)
 
 
 def test_trailing_negation_waits_for_the_window():
@@ -148,12 +180,12 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted((SRC / "runners").glob("*.py")), SRC / "cli.py", SRC / "explain.py"],
-    ids=lambda p: p.name,
+    [*sorted((SRC / "runners").rglob("*.py")), SRC / "cli.py", SRC / "explain.py"],
+    ids=lambda p: str(p.relative_to(SRC)),
 )
 def test_runners_cli_and_explain_import_no_engine(path):
     named = [m for m in _imports(path) if m.startswith(ENGINE_PACKAGES)]
-    assert not named, f"{path.name} imports {named}: go through sparkcep.engines.base"
+    assert not named, f"{path.name} imports {named}: go through sparkcep.engines.registry"
     text = path.read_text()
     for engine in ENGINES:
         assert f'"{engine}"' not in text, f"{path.name} branches on the engine '{engine}'"
@@ -181,9 +213,11 @@ def test_empty_frame_has_the_declared_kinds():
 
 @pytest.fixture
 def checked_engine():
-    """The nfa engine, with one row check: v must not be negative."""
-    from sparkcep.engines.base import Engine, RowCheck, register
+    """An engine defined here, not in src/ (the nfa program with one row check: v must
+    not be negative), registered for the test: every runner runs it by its name."""
+    from sparkcep.engines.base import Engine, RowCheck
     from sparkcep.engines.nfa import NfaProgram
+    from sparkcep.engines.registry import register, unregister
     from sparkcep.language import ast as qast
 
     class CheckedProgram(NfaProgram):
@@ -202,7 +236,7 @@ def checked_engine():
 
     register(CheckedEngine())
     yield "checked-nfa"
-    del ENGINES["checked-nfa"]
+    unregister("checked-nfa")
 
 
 ROWS = [
@@ -226,7 +260,7 @@ def test_row_checks_reject_rows_locally(checked_engine):
 
 @pytest.mark.spark
 def test_row_checks_reject_rows_in_spark(spark, checked_engine):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(
         spark.createDataFrame(pd.DataFrame(ROWS)),
@@ -238,6 +272,41 @@ def test_row_checks_reject_rows_in_spark(spark, checked_engine):
     assert rejected["id"].tolist() == [1, 3]
     assert set(rejected["reason"]) == {"v is negative"}
     assert result.checked.rejected_count == 2
+
+
+@pytest.mark.spark
+def test_row_checks_reject_rows_in_a_stream(spark, tmp_path, checked_engine):
+    from sparkcep.runners.streaming import read_stream, start, stream
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pd.DataFrame(ROWS).to_csv(folder / "part-000.csv", index=False)
+    # a later event moves the watermark past the window: the match is out before the end
+    later = pd.DataFrame([{"id": 4, "type": "Z", "ts": 86_400_000, "v": 0.0}])
+    later.to_csv(folder / "part-001.csv", index=False)
+    os.utime(folder / "part-000.csv", (1, 1))  # read first (Spark goes by modification time)
+    source = read_stream(spark, str(folder), max_files=1)
+    query = "PATTERN SEQ(A a, B b) WITHIN 9"
+    result = stream(source, query, id_col="id", algorithm=checked_engine)
+    running, _ = start(
+        result, output=str(tmp_path / "out"), late=str(tmp_path / "late"),
+        rejected=str(tmp_path / "rej"), checkpoint=str(tmp_path / "ckpt"), trigger="available-now",
+    )  # fmt: skip
+    running.awaitTermination()
+    matches = _json_rows(tmp_path / "out")
+    rejected = sorted(_json_rows(tmp_path / "rej"), key=lambda r: r["id"])
+    assert [m["b"] for m in matches] == [2]
+    assert [r["id"] for r in rejected] == [1, 3]
+    assert {r["reason"] for r in rejected} == {"v is negative"}
+
+
+def _json_rows(folder: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for path in sorted(folder.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
 
 
 def test_queries_run_together_may_not_give_one_column_two_types():

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from sparkcep import run_local
 from sparkcep.cli import app
 from sparkcep.plan import Options
-from sparkcep.runners.mining import (
+from sparkcep.runners.jobs.mining import (
     MiningSettings,
     evaluate_rules,
     mine_rules,
@@ -74,7 +74,7 @@ def test_mined_confidence_is_the_engines_precision_on_the_history(tmp_path):
     events = planted_stream(n=600, seed=3)
     settings = MiningSettings(window="6", rule_window="10", min_support=10, min_confidence=0.5)
     mined, settings = mine_rules(events, settings, Options())
-    from sparkcep.runners.mining import rules_file
+    from sparkcep.runners.jobs.mining import rules_file
 
     text = rules_file(mined, settings)
     report = evaluate_rules(text, events, Options())
@@ -211,7 +211,7 @@ def test_cli_mines_and_evaluates(tmp_path):
 
 @pytest.mark.spark
 def test_spark_mining_equals_local_mining(spark, tmp_path):
-    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark.files import read_spark
 
     events = planted_stream(n=900, seed=7, keys=2)
     path = tmp_path / "history.csv"

@@ -19,12 +19,12 @@ from strategies import events_frame, streams
 
 from sparkcep import QueryError, run_local
 from sparkcep.checks import check_engine, compile_one, random_events, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines, compile_jobs
 from sparkcep.engines.episodes.tree import NOT_FOUND, REJECTED, CBSTree
+from sparkcep.engines.registry import compile_jobs, engines
 from sparkcep.errors import DataError
 from sparkcep.plan import Options, analyze, plan_queries
 
-_load_engines()
+ENGINES = engines()
 ALGORITHMS = ("episodes", "tofel", "directmatch")
 COLUMNS = ["query", "ids", "t_s", "t_e", "after", "before"]
 
@@ -286,7 +286,7 @@ def test_symbol_rules_need_no_type_column():
     out = run_local(frame, rules).matches
     assert out[["t_s", "t_e", "ids"]].values.tolist() == [[1, 2, [0, 1]], [5, 6, [2, 3]]]
     # so do mine-rules and evaluate-rules (a:HI at 5 falls in (2, 6), none in (6, 10))
-    from sparkcep.runners.mining import MiningSettings, evaluate_rules, mine_rules
+    from sparkcep.runners.jobs.mining import MiningSettings, evaluate_rules, mine_rules
 
     report = evaluate_rules(rules, frame, Options())
     assert report[["predictions", "held"]].values.tolist() == [[2, 1]]

@@ -13,7 +13,7 @@ import pytest
 
 from sparkcep.files import read_pandas, write_pandas
 from sparkcep.runners.local import run_local
-from sparkcep.runners.spark_files import read_spark, write_spark
+from sparkcep.runners.spark.files import read_spark, write_spark
 
 # Folders with their events and expected output (an example derived from the shared data
 # instead, e.g. examples/hadoop_load, has a test of its own).
@@ -65,10 +65,10 @@ def test_example_counted_locally(folder):
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_example_through_spark(folder, tmp_path, spark):
     """As `sparkcep run` reads it: a CSV input once, given the first rows' cells
-    (runners/spark_once.py, keeping only the columns the query reads); JSON lines twice.
+    (runners/spark/one_read.py, keeping only the columns the query reads); JSON lines twice.
     (Two reads of CSV, the Python API's way, are compared with one in test_one_read.)"""
     from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     query, events, options, expected = example_files(folder)
     source = read_spark(spark, events)

@@ -1,5 +1,5 @@
 """Issue 16 §3, fast start: the JVM class archive is recorded by the first Spark run and
-used from the next one on, without a separate command (runners/warmup.py)."""
+used from the next one on, without a separate command (runners/spark/cds.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.runners import warmup
+from sparkcep.runners.spark import cds
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "examples" / "cpu_overload"
@@ -32,34 +32,34 @@ def _dead_pid() -> int:
 
 
 def test_no_archive_means_this_jvm_records_it(archive_dir):
-    options = warmup.archive_options()
+    options = cds.archive_options()
     assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in options)
     assert "-Xlog:cds=off" in options  # a JVM that outlives the run prints nothing
     # While that recording is under way no other JVM records, and none uses a half file.
-    assert warmup.archive_options() == []
+    assert cds.archive_options() == []
 
 
 def test_a_finished_recording_becomes_the_archive(archive_dir):
-    target = warmup.archive_path()
+    target = cds.archive_path()
     target.parent.mkdir(parents=True)
     recording = target.with_suffix(".tmp1")
     recording.write_bytes(b"x" * 100)
     target.with_suffix(".recording").write_text(f"{_dead_pid()} {recording}\n")
-    assert warmup.archive_options()[0] == f"-XX:SharedArchiveFile={target}"
+    assert cds.archive_options()[0] == f"-XX:SharedArchiveFile={target}"
     assert target.read_bytes() == b"x" * 100
     assert not recording.exists()
     assert not target.with_suffix(".recording").exists()
 
 
 def test_a_recording_still_running_is_left_alone(archive_dir):
-    target = warmup.archive_path()
+    target = cds.archive_path()
     target.parent.mkdir(parents=True)
     recording = target.with_suffix(".tmp1")
     recording.write_bytes(b"x")
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         target.with_suffix(".recording").write_text(f"{running.pid} {recording}\n")
-        assert warmup.archive_options() == []
+        assert cds.archive_options() == []
         assert not target.exists()
     finally:
         running.kill()
@@ -67,11 +67,11 @@ def test_a_recording_still_running_is_left_alone(archive_dir):
 
 
 def test_a_killed_recording_is_dropped_and_recorded_again(archive_dir):
-    target = warmup.archive_path()
+    target = cds.archive_path()
     target.parent.mkdir(parents=True)
     recording = target.with_suffix(".tmp1")  # the JVM was killed before it wrote it
     target.with_suffix(".recording").write_text(f"{_dead_pid()} {recording}\n")
-    options = warmup.archive_options()
+    options = cds.archive_options()
     assert not target.exists()
     assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in options)
 
@@ -81,7 +81,7 @@ def test_an_unwritable_folder_runs_without_archive(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("SPARKCEP_CDS_DIR", str(blocker / "cds"))  # under a file
     monkeypatch.delenv("SPARKCEP_CDS", raising=False)
-    assert warmup.archive_options() == []
+    assert cds.archive_options() == []
 
 
 def _demo(out: Path, env: dict) -> subprocess.CompletedProcess:
@@ -102,11 +102,11 @@ def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir,
         env=env, check=True, capture_output=True,
     )  # fmt: skip
     assert _demo(tmp_path / "first.jsonl", env).returncode == 0
-    target = warmup.archive_path()
+    target = cds.archive_path()
     lock = target.with_suffix(".recording")
     pid, recording = lock.read_text().split()
     deadline = time.monotonic() + 300
-    while warmup._alive(int(pid)) and time.monotonic() < deadline:
+    while cds._alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.5)  # the JVM writes the archive as it exits
     assert Path(recording).stat().st_size > 1_000_000
     assert _demo(tmp_path / "second.jsonl", env).returncode == 0
@@ -122,7 +122,7 @@ def test_a_jvm_that_cannot_start_still_says_why_on_stderr(tmp_path):
     incubator-modules notice): the launcher's own reason for refusing to start reaches
     stderr, before Python's error."""
     code = (
-        "from sparkcep.runners.spark_session import spark_session\n"
+        "from sparkcep.runners.spark.session import spark_session\n"
         "spark_session(**{'spark.driver.extraJavaOptions': '-Xmx1k'})\n"
     )
     done = subprocess.run(

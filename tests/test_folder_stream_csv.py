@@ -9,7 +9,7 @@ import gzip
 import pytest
 
 from sparkcep.inputs import CORRUPT
-from sparkcep.runners.folder_stream import _csv_columns, _text_rows
+from sparkcep.runners.streaming.folder import _csv_columns, _text_rows
 
 CSV_CASES = {
     "plain": b"id,ts,type\n0,1,A\n1,2,B\n",

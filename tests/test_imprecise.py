@@ -17,9 +17,9 @@ from imprecise_oracle import possible_world_matches
 from imprecise_strategies import interval_queries, interval_streams
 
 from sparkcep import QueryError, match_local, run_local
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 
-_load_engines()
+ENGINES = engines()
 ALGORITHMS = [name for name in ENGINES if name.startswith("imprecise")]
 FIG1 = pd.DataFrame(
     {"id": ["a1", "c2", "b3", "c4"], "type": list("ACBC"), "lo": [1, 3, 3, 4], "hi": [5, 5, 5, 8]}
@@ -242,7 +242,7 @@ def test_a_batch_reads_u_max_from_the_data():
 
 def test_spark_reads_u_max_from_the_data_and_a_stream_asks_for_it(spark):
     from sparkcep import stream
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(spark.createDataFrame(U_MAX_EVENTS), U_MAX_QUERY, id_col="id")
     local = match_local(U_MAX_EVENTS, U_MAX_QUERY, id_col="id")
@@ -278,7 +278,7 @@ def test_time_upper_column_equals_the_clause():
 
 
 def test_point_time_queries_keep_the_nfa_engine():
-    from sparkcep.engines.base import choose
+    from sparkcep.engines.registry import choose
     from sparkcep.plan import analyze
 
     assert choose(analyze("PATTERN SEQ(A a, B b) WITHIN 5")).name == "nfa"
@@ -418,7 +418,7 @@ def test_time_outside_its_interval_is_rejected():
 
 @pytest.mark.spark
 def test_bad_intervals_are_rejected_in_spark(spark):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     schema = "id long, type string, ts long, hi long, pmf array<double>"
     rows = [tuple(r.values()) for r in BAD_ROWS]
@@ -550,7 +550,7 @@ def test_timestamp_interval_errors(query, options, message):
 def test_timestamp_time_in_spark_equals_local(spark):
     """Bounds from timestamp columns, checked and measured (U_max) in Spark: the rows of
     `ts - 1 s AND ts + 1 s` locally, and the row whose time lies outside is rejected."""
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     one = pd.Timedelta(seconds=1)
     bounded = STAMPS.assign(lo=STAMPS["ts"] - one, hi=STAMPS["ts"] + one)
@@ -720,7 +720,7 @@ def test_timestamp_time_passes_the_conformance_suite():
     """Batches cut anywhere, advance (in the time column's ticks, microseconds), stored
     state: a timestamp column's points behave as integer times do."""
     from sparkcep.checks import yield_checks
-    from sparkcep.engines.base import compile_jobs
+    from sparkcep.engines.registry import compile_jobs
     from sparkcep.plan import Options, plan_queries
     from sparkcep.schema import kind_of_pandas
 

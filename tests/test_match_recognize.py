@@ -502,7 +502,7 @@ def test_spark_without_order_by_uses_the_dataframes_order(spark):
 def test_spark_equals_local(spark, query):
     from sparkcep.plan import Options
     from sparkcep.plan.match_recognize import query_options
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     pdf = random_trades()
     sdf = spark.createDataFrame(pdf.sample(frac=1.0, random_state=3)).repartition(3)

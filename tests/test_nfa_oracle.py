@@ -85,7 +85,7 @@ def test_sase_query_1_through_the_engine(strategy, bs):
 def test_a_query_run_with_one_that_ends_in_a_negation_gives_its_rows_once():
     """The window closing releases the matches of the query that ends in a negation,
     not again those of the other query (A1 B2 A3 B4, no C: three matches each)."""
-    from sparkcep.engines.base import compile_jobs
+    from sparkcep.engines.registry import compile_jobs
     from sparkcep.plan import Options, plan_queries
 
     events = pd.DataFrame({"type": list("ABAB"), "ts": [1, 2, 3, 4], "id": [0, 1, 2, 3]})

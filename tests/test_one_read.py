@@ -1,4 +1,4 @@
-"""A CSV input checked with one read (issue 16 §1, runners/spark_once.py): `sparkcep run`
+"""A CSV input checked with one read (issue 16 §1, runners/spark/one_read.py): `sparkcep run`
 through Spark's checking pass gives the same rows, rejected rows (cells and reasons),
 summary and warnings whether it reads the files once, with the types guessed from the
 first rows and confirmed by the counts, or twice (SPARKCEP_ONE_READ=0, the reference).
@@ -17,9 +17,9 @@ from test_bad_inputs import sparkcep
 from test_driver_check import table
 
 from sparkcep.files import HEAD_ROWS
-from sparkcep.runners import spark as spark_runner
-from sparkcep.runners import spark_once
-from sparkcep.runners.driver_check import ENV as DRIVER_ENV
+from sparkcep.runners.spark import batch as spark_runner
+from sparkcep.runners.spark import one_read as spark_once
+from sparkcep.runners.spark.driver_check import ENV as DRIVER_ENV
 
 QUERY = "PATTERN SEQ(A a, B b) WHERE [k] AND b.v > a.v WITHIN 10"
 
@@ -188,7 +188,7 @@ def test_the_valid_rows_keep_only_the_columns_the_programs_read(spark, tmp_path)
     kept_columns); a row rejected after the check (a word in a column of numbers) still
     shows that column's cell as read, and the rows are those of two reads (above)."""
     from sparkcep.plan import Options
-    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark.files import read_spark
 
     rows = [
         f"{t},{'AB'[t % 2]},{t % 3},{'oops' if t == 2500 else t % 7},n{t}\n" for t in range(3000)
@@ -253,7 +253,7 @@ def test_the_kept_rows_are_dropped_when_the_run_ends(spark, capsys, monkeypatch,
 @pytest.mark.spark
 def test_an_input_over_the_size_is_read_twice(spark, capsys, monkeypatch, tmp_path):
     """Over spark_files.ONE_READ_BYTES (unpacked) nothing is guessed or kept."""
-    from sparkcep.runners import spark_files
+    from sparkcep.runners.spark import files as spark_files
 
     path = tmp_path / "e.csv"
     path.write_text(HEADER + CLEAN)

@@ -9,7 +9,7 @@ import pytest
 
 from sparkcep import run_local
 from sparkcep.files import write_pandas
-from sparkcep.runners.spark_files import write_spark
+from sparkcep.runners.spark.files import write_spark
 
 FLOATS = [1e-11, 0.1 + 0.2, 7.690000000409782, 1e16 + 2, -2.5e-300, 123456.789]
 QUERY = "PATTERN SEQ(A a, B b) WITHIN 10 RETURN a.v AS x, b.t AS when"
@@ -55,7 +55,7 @@ def test_json_lines_keep_microseconds(tmp_path):
 @pytest.mark.spark
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_spark_outputs_round_trip_floats(spark, tmp_path, fmt):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(spark.createDataFrame(events()), QUERY)
     path = str(tmp_path / f"m.{fmt}")

@@ -79,10 +79,10 @@ def test_explain_without_input_says_the_window_as_written():
     ticks are said."""
     import re
 
-    from sparkcep.engines.base import ENGINES, _load_engines
+    from sparkcep.engines.registry import engines
     from sparkcep.explain import explain_queries
 
-    _load_engines()
+    ENGINES = engines()
     for name, engine in ENGINES.items():
         query = re.sub(r"WITHIN \d+(?![\d.]| *[a-z])", "WITHIN 7 ms", engine.examples[0])
         query += "" if "WITHIN" in query else " WITHIN 7 ms"

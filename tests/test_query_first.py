@@ -1,4 +1,4 @@
-"""A query's error before the input is read (runners/query_first.py): given only when
+"""A query's error before the input is read (runners/spark/query_first.py): given only when
 planning fails against every schema Spark's checking pass can give the rows, so that the
 run would have ended with a query error whatever the rows hold. The oracle is the
 checking pass itself: the schema it gives the rows, and planning against it."""
@@ -12,16 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bad_inputs import sparkcep
 
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.errors import SparkcepError
 from sparkcep.files import HEAD_ROWS
 from sparkcep.inputs import ROW
 from sparkcep.plan import Options, plan_queries
+from sparkcep.plan.columns import named_columns
 from sparkcep.prep.table import TICKS
-from sparkcep.runners.driver_check import ENV as DRIVER_ENV
-from sparkcep.runners.query_first import raise_sure_error, valid_schemas
-from sparkcep.runners.spark import named_columns
-from sparkcep.runners.spark_rows import check_rows, schema_of
+from sparkcep.runners.spark.driver_check import ENV as DRIVER_ENV
+from sparkcep.runners.spark.query_first import raise_sure_error, valid_schemas
+from sparkcep.runners.spark.rows import check_rows, schema_of
 
 HEADER = "ts,type,k,x\n"
 MISSPELT = "PATTERN SEQ(A a, B b) WHERE [k] AND a.xx > 1 WITHIN 10"
@@ -157,7 +157,7 @@ def test_a_parquet_input_s_query_error_comes_before_the_checking_pass(
     runs after the input's schema is read."""
     import pandas as pd
 
-    from sparkcep.runners import spark_files
+    from sparkcep.runners.spark import files as spark_files
 
     path = tmp_path / "e.parquet"
     pd.DataFrame({"ts": [1, 2], "type": ["A", "B"], "k": [1, 1], "x": [1.0, 2.0]}).to_parquet(path)

@@ -15,12 +15,12 @@ from strategies import streams
 
 from sparkcep import QueryError
 from sparkcep.checks import compile_one, yield_checks
-from sparkcep.engines.base import ENGINES, _load_engines, choose
+from sparkcep.engines.registry import choose, engines
 from sparkcep.errors import SparkcepError
 from sparkcep.plan import Options, analyze
 from sparkcep.runners.local import execute_local
 
-_load_engines()
+ENGINES = engines()
 PRUNINGS = ("none", "f", "fp", "fpc")
 
 
@@ -262,7 +262,7 @@ def test_the_command_takes_prune(tmp_path):
 @pytest.mark.parametrize(("name", "prune"), [("ses", "none"), ("jointree", "f")])
 def test_unpartitioned_windows_through_spark(spark, name, prune):
     from sparkcep.checks import random_events
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     events = random_events(n=200, seed=3)
     query = "PATTERN SEQ({A a, B+ b}, {C c}) WHERE [k] AND prev(b.v) < b.v WITHIN 4 SELECT ALL"

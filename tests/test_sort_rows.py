@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.engines.arrays import lexsort
-from sparkcep.engines.base import sort_rows
+from sparkcep.engines.output import sort_rows
 
 # Few distinct values, so that ties (and so stability) are common.
 KINDS = {

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from helpers import rows_of
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.registry import engines
 from sparkcep.runners.local import run_local
-from sparkcep.runners.spark import match, run
-from sparkcep.runners.spark_files import read_spark, write_spark
+from sparkcep.runners.spark.batch import match, run
+from sparkcep.runners.spark.files import read_spark, write_spark
 
 pytestmark = pytest.mark.spark
 
@@ -191,7 +191,7 @@ AGG_QUERIES = [
 def test_spark_aggregates_equal_local(stream, queries):
     import sparkcep
     from sparkcep.runners.local import run_aggregate_local
-    from sparkcep.runners.spark import run_aggregate
+    from sparkcep.runners.spark.batch import run_aggregate
 
     pdf, _ = stream
     pdf = pdf.assign(id=np.arange(len(pdf)))
@@ -255,7 +255,7 @@ def test_out_of_range_times_are_rejected_by_spark(spark, tmp_path):
 
 # ---- every registered engine: Spark equals local on its examples ---------------------
 
-_load_engines()
+ENGINES = engines()
 ENGINE_EXAMPLES = [(name, q) for name, engine in ENGINES.items() for q in engine.examples]
 
 
@@ -310,7 +310,7 @@ EXPECTED = {"a.v < c.v": [(1, 5), (6, 9), (8, 9)], "a.v < 5": [(1, 5), (6, 7), (
 def test_a_column_of_numbers_with_a_bad_cell(spark, tmp_path, where):
     from sparkcep.files import read_pandas
     from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     path = tmp_path / "events.csv"
     path.write_text(MIXED_CSV)

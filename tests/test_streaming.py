@@ -18,8 +18,8 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.engines.base import ENGINES, _load_engines
-from sparkcep.runners.streaming import read_stream, start
+from sparkcep.engines.registry import engines
+from sparkcep.runners.streaming.pipeline import read_stream, start
 
 pytestmark = pytest.mark.spark
 
@@ -299,7 +299,7 @@ def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
 
 # ---- every registered engine: streaming equals batch on its first examples ---------------
 
-_load_engines()
+ENGINES = engines()
 # the first example of each engine (the second ran too until the suite neared 15 minutes
 # on CI; the batch conformance suite runs every example)
 ENGINE_EXAMPLES = [

@@ -22,7 +22,7 @@ from test_streaming import (
 )
 
 from sparkcep.engines.state import decode_bucket, decode_state
-from sparkcep.runners.streaming import ALL_KEYS, BUCKETS
+from sparkcep.runners.streaming.pipeline import ALL_KEYS, BUCKETS
 
 pytestmark = pytest.mark.spark
 

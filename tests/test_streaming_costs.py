@@ -10,7 +10,7 @@ import pytest
 from test_streaming import batch_lines, events, heartbeat, in_order, read_rows, stream_lines
 
 import sparkcep
-from sparkcep.runners.streaming import read_stream, start
+from sparkcep.runners.streaming.pipeline import read_stream, start
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 400 ms"
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.runners.spark_rows import integer_text, integer_time
+from sparkcep.runners.spark.rows import integer_text, integer_time
 from sparkcep.timeunits import TIME_LIMIT
 
 INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
@@ -99,7 +99,7 @@ def test_numbers_read_as_times_by_the_same_rule(spark):
 def test_text_numbers_are_those_the_local_runner_reads(spark):
     """'nan' and a number beyond the doubles are not numbers (pandas reads them as
     missing), 'inf' is one; Spark read '1e400' as infinity and 'nan' as NaN."""
-    from sparkcep.runners.spark_rows import text_number
+    from sparkcep.runners.spark.rows import text_number
 
     inf = float("inf")
     expected = {
@@ -120,7 +120,7 @@ def test_timestamp_text_is_read_alike_in_pandas_and_spark(spark):
     import pandas as pd
 
     from sparkcep.inputs import text_timestamps
-    from sparkcep.runners.spark_rows import text_timestamp
+    from sparkcep.runners.spark.rows import text_timestamp
 
     t = dt.datetime
     expected = {

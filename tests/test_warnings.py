@@ -49,7 +49,7 @@ def test_a_type_no_event_has_is_named_with_the_closest_one():
 
 @pytest.mark.spark
 def test_spark_runs_give_the_same_warnings(spark):
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     for query in (
         "PATTERN SEQ(Taskstart a, CPU b) WITHIN 5",
@@ -79,8 +79,8 @@ def test_a_column_of_mostly_numbers_read_as_text_is_said_local_and_spark(tmp_pat
     # 6 of 7 values are numbers (under 90%): v stays text, and b.v > a.v compares text
     # ('x' > '2.5' holds, as '10' < '9' would): the run says so when a query reads v.
     from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
-    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.files import read_spark
 
     path = tmp_path / "e.csv"
     path.write_text(
@@ -109,8 +109,8 @@ def test_values_judged_alike_local_and_spark(tmp_path, spark):
     malformed row's 'x' and read '1e400' as infinity: 3 of 4)."""
     from sparkcep.inputs import MOSTLY_NUMBERS
     from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
-    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.files import read_spark
 
     path = tmp_path / "e.csv"
     path.write_text("ts,type,v\n1,A,1\n2,B,1e400\n3,B,2\n4,A,x,y\n")

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from sparkcep import run_local  # noqa: E402
 from sparkcep.plan import Options  # noqa: E402
-from sparkcep.runners.fit import fit_model_local  # noqa: E402
+from sparkcep.runners.jobs.fit import fit_model_local  # noqa: E402
 
 PATTERNS = {
     "walk": """PATTERN SEQ(zone a, zone b, zone c)

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.plan import Options
-from sparkcep.runners.local import run_local
-from sparkcep.runners.mining import (
+from sparkcep.runners.jobs.mining import (
     MiningSettings,
     evaluate_rules,
     mine_rules,
     overall,
     rules_file,
 )
+from sparkcep.runners.local import run_local
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "traffic"  # ../shared/data/traffic from the repo
@@ -94,7 +94,7 @@ def run(data: Path = DATA, out: Path = ROOT / "examples/traffic_episodes/results
     if spark is not None:
         import tempfile
 
-        from sparkcep.runners.spark_files import read_spark
+        from sparkcep.runners.spark.files import read_spark
 
         folder = Path(tempfile.mkdtemp(prefix="traffic-history-"))
         history.to_csv(folder / "history.csv", index=False)
@@ -235,7 +235,7 @@ def main():
     args = parser.parse_args()
     spark = None
     if args.spark:
-        from sparkcep.runners.spark_session import spark_session
+        from sparkcep.runners.spark.session import spark_session
 
         spark = spark_session()
     summary = run(args.data, args.out, spark)

@@ -75,7 +75,7 @@ def match(
     Without `id_col`, ids are 0-based row numbers in the DataFrame's order; rejected
     rows are counted in a warning (`sparkcep.runners.spark.run` returns them).
     """
-    from sparkcep.runners.spark import match as spark_match
+    from sparkcep.runners.spark.batch import match as spark_match
 
     return spark_match(
         df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
@@ -100,7 +100,7 @@ def aggregate(
 ):
     """Run AGG queries (a text, a list, or a file's named queries) on a Spark DataFrame;
     returns a Spark DataFrame with one row per trigger event (docs/aggregation.md)."""
-    from sparkcep.runners.spark import aggregate as spark_aggregate
+    from sparkcep.runners.spark.batch import aggregate as spark_aggregate
 
     return spark_aggregate(
         df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
@@ -128,7 +128,7 @@ def stream(
     `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
     columns and a `reason`) are typed streaming DataFrames;
     `sparkcep.runners.streaming.start` writes all three to files, exactly once."""
-    from sparkcep.runners.streaming import stream as spark_stream
+    from sparkcep.runners.streaming.pipeline import stream as spark_stream
 
     return spark_stream(
         streaming_df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
@@ -182,7 +182,7 @@ def funnel(df, query: str, **options):
     """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
     number of keys that reached it), as Spark DataFrames."""
     from sparkcep.funnels import funnel_tables_spark
-    from sparkcep.runners.spark import run
+    from sparkcep.runners.spark.batch import run
 
     result = run(df, query, **options)
     return funnel_tables_spark(result.unordered, result.programs[0])
@@ -202,7 +202,7 @@ def match_recognize(
     (docs/match_recognize.md). ORDER BY names the time column (integers or timestamps,
     `time_unit` for integers when WITHIN has a unit) and an optional tie-break."""
     from sparkcep.plan.match_recognize import query_options
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     options = query_options(
         query, Options(id_col=id_col, time_unit=time_unit, max_matches=max_matches)
@@ -256,7 +256,7 @@ def _schema(data):
         from sparkcep.inputs import schema_of
 
         return schema_of(data)
-    from sparkcep.runners.spark_rows import kind_of_spark
+    from sparkcep.runners.spark.rows import kind_of_spark
 
     fields = getattr(data, "fields", None) or getattr(getattr(data, "schema", None), "fields", None)
     if fields is None:

@@ -65,7 +65,7 @@ def start() -> None:
     if target is None:
         return
     master, path = target
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
     from sparkcep.sizes import data_bytes
 
     size = data_bytes([path])  # as the command sizes it (cli._start_spark)

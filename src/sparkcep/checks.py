@@ -23,7 +23,7 @@ stream stops with the budget's error under a small memory budget and finishes un
 default one; an engine that holds no matches keeps a state that does not grow with the
 stream instead.
 
->>> from sparkcep.engines.base import ENGINES, choose
+>>> from sparkcep.engines.registry import choose
 >>> from sparkcep.plan import analyze
 >>> check_engine(choose(analyze("PATTERN SEQ(A a, B b) WITHIN 3")))
 """
@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.budget import TooManyMatches
-from sparkcep.engines.base import Engine, Program, compile_jobs
+from sparkcep.engines.base import Engine, Program
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.engines.state import decode_state, encode_state
 from sparkcep.errors import DataError
 from sparkcep.plan import Options, plan_queries
@@ -181,7 +182,7 @@ def batches(part: pd.DataFrame, program: Program, cuts) -> list[pd.DataFrame]:
 
 
 def same_rows(program: Program, got: pd.DataFrame, expected: pd.DataFrame, what: str) -> None:
-    from sparkcep.engines.base import sort_rows
+    from sparkcep.engines.output import sort_rows
 
     cols = list(expected.columns)
     a = sort_rows(got[cols], program.order) if len(got) else got

@@ -382,15 +382,16 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
     status.update("starting Spark")
 
     def check():  # while the JVM starts: a query's sure error; a small input, checked
-        from sparkcep.runners.driver_check import check_in_driver
-        from sparkcep.runners.query_first import raise_sure_csv_error
+        from sparkcep.runners.spark.driver_check import check_in_driver
+        from sparkcep.runners.spark.query_first import raise_sure_csv_error
 
         raise_sure_csv_error(input, reading, text, options)
         return check_in_driver(input, reading, text, options)
 
     spark, early = _start_spark(master, input, check)
-    from sparkcep.runners.spark import execute, execute_driver_checked
-    from sparkcep.runners.spark_files import read_spark
+    from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.driver_check import execute_driver_checked
+    from sparkcep.runners.spark.files import read_spark
 
     with _progress(spark, status) as progress:
         with warnings.catch_warnings(record=True) as caught:
@@ -443,7 +444,7 @@ def _start_spark(master, input, prepare=None):
 
     from sparkcep import _early
     from sparkcep.files import data_bytes, input_files
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.session import spark_session
 
     files, _ = input_files(input)  # a missing input is reported before the JVM starts
     size = data_bytes(files)
@@ -462,7 +463,7 @@ def _start_spark(master, input, prepare=None):
     # waiting for the JVM.
     starting = threading.Thread(target=session, name="sparkcep-start", daemon=True)
     starting.start()
-    import sparkcep.runners.spark  # noqa: F401
+    import sparkcep.runners.spark.batch  # noqa: F401
 
     prepared = prepare() if prepare is not None else None
     starting.join()
@@ -474,7 +475,7 @@ def _start_spark(master, input, prepare=None):
 def _spark_outputs(result, output, rejected_path, progress) -> tuple[int, int, list[str]]:
     """Write the rows and the rejected rows; (rows, rejected rows, the run's warnings),
     all taken before the checked rows Spark keeps are dropped."""
-    from sparkcep.runners.spark_files import write_spark
+    from sparkcep.runners.spark.files import write_spark
 
     progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
     n_rows = _spark_rows(result, output)
@@ -494,7 +495,7 @@ def _spark_outputs(result, output, rejected_path, progress) -> tuple[int, int, l
 
 def _spark_rows(result, output) -> int:
     """Write the rows (or only count them: --count); their number."""
-    from sparkcep.runners.spark_files import write_spark
+    from sparkcep.runners.spark.files import write_spark
 
     if output is None:
         rows = result.unordered
@@ -523,7 +524,7 @@ def _progress(spark, status):
     terminal and the run lasts more than 2 s; otherwise the steps only."""
     if not err.is_terminal:
         return _Steps(status)
-    from sparkcep.runners.spark_session import SparkProgress
+    from sparkcep.runners.spark.session import SparkProgress
 
     return SparkProgress(spark, status.update)
 
@@ -602,7 +603,7 @@ def explain(
         schema = schema_of(valid.drop(columns=[ROW]))
     out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
     if input is not None:
-        from sparkcep.runners.driver_check import where_checked
+        from sparkcep.runners.spark.driver_check import where_checked
 
         rows = "rows        checked " + where_checked(input, options)
         out.print(rows, highlight=False, markup=False)
@@ -718,10 +719,10 @@ def stream(
 
 
 def _stream(text, input, options, lateness, sinks, run_opts, status):
-    from sparkcep.runners.query_first import raise_sure_csv_error
-    from sparkcep.runners.spark_session import spark_session
-    from sparkcep.runners.streaming import await_stream, read_stream, start
-    from sparkcep.runners.streaming import stream as make_stream
+    from sparkcep.runners.spark.query_first import raise_sure_csv_error
+    from sparkcep.runners.spark.session import spark_session
+    from sparkcep.runners.streaming.pipeline import await_stream, read_stream, start
+    from sparkcep.runners.streaming.pipeline import stream as make_stream
 
     master, max_files, reading, timeout = run_opts
     raise_sure_csv_error(input, reading, text, options)  # a query's error needs no JVM
@@ -780,7 +781,7 @@ def _print_warning(text: str) -> None:
 @app.command()
 def warmup():
     """Record the JVM class archive that makes Spark start faster (run once after install)."""
-    from sparkcep.runners.warmup import record
+    from sparkcep.runners.jobs.warmup import record
 
     with err.status("recording the JVM class archive (a short Spark job)"):
         path = record(verbose=False)
@@ -820,7 +821,7 @@ def fit(
     delay law (read back with USING MODEL 'MODEL.json')."""
     import json
 
-    from sparkcep.runners.fit import fit_model, fit_model_local, fitting_kernel
+    from sparkcep.runners.jobs.fit import fit_model, fit_model_local, fitting_kernel
 
     choices = fitting_kernel().LAW_CHOICES
     if law not in choices:
@@ -838,8 +839,8 @@ def fit(
             status.update("reading " + input)
             model = fit_model_local(read_pandas(input, sep=sep), text, options, law=law)
         else:
-            from sparkcep.runners.spark import spark_session
-            from sparkcep.runners.spark_files import read_spark
+            from sparkcep.runners.spark.files import read_spark
+            from sparkcep.runners.spark.session import spark_session
 
             status.update("starting Spark")
             source = read_spark(spark_session(master), input, sep=sep)
@@ -918,7 +919,7 @@ def mine_rules(
 ):
     """Mine episode rules from history (minimal occurrences, a Spark job) into a rule
     file that `run` and `evaluate-rules` read."""
-    from sparkcep.runners.mining import MiningSettings, mine_rules, rules_file
+    from sparkcep.runners.jobs.mining import MiningSettings, mine_rules, rules_file
 
     started = time.time()
     options = Options(time_col=time_col, type_col=type_col, time_unit=time_unit, tiebreak=tiebreak)
@@ -962,8 +963,8 @@ def evaluate_rules(
     """Precision and recall of each rule's predicted intervals on held-out events (a
     prediction holds when its event occurs inside the interval)."""
     from sparkcep.files import write_pandas
-    from sparkcep.runners.mining import evaluate_rules as evaluate
-    from sparkcep.runners.mining import overall
+    from sparkcep.runners.jobs.mining import evaluate_rules as evaluate
+    from sparkcep.runners.jobs.mining import overall
 
     text = _query_text(rules)
     options = Options(
@@ -1016,8 +1017,8 @@ def _rule_input(path: str, local: bool, master, sep: str, status):
         from sparkcep.files import read_pandas
 
         return read_pandas(path, sep=sep), None
-    from sparkcep.runners.spark_files import read_spark
-    from sparkcep.runners.spark_session import spark_session
+    from sparkcep.runners.spark.files import read_spark
+    from sparkcep.runners.spark.session import spark_session
 
     return None, read_spark(spark_session(master), path, sep=sep)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sparkcep.language.ast import Span
+from sparkcep.span import Span
 
 SEPARATORS = {";": ";", "\t": "\\t", "|": "|"}  # (a separator other than ',': as written)
 

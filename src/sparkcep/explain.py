@@ -3,8 +3,8 @@ that engine can say comes from its program (`Program.describe`)."""
 
 from __future__ import annotations
 
-from sparkcep.engines.base import choose as choose_engine
-from sparkcep.engines.base import compile_jobs, declined
+from sparkcep.engines.registry import choose as choose_engine
+from sparkcep.engines.registry import compile_jobs, declined
 from sparkcep.language import ast
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
@@ -88,7 +88,7 @@ def _data_warnings(plan: Plan, program, events) -> list[str]:
     """What the input data makes worth saying: ties (without a tie-break), types no event has."""
     from dataclasses import replace
 
-    from sparkcep.engines.base import tie_warning
+    from sparkcep.engines.output import tie_warning
     from sparkcep.inputs import ROW
     from sparkcep.runners.local import time_warnings, unknown_types
 

@@ -10,39 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from sparkcep.functions import FUNCTIONS
 from sparkcep.language import ast
-
-
-@dataclass
-class Vec:
-    values: np.ndarray
-    null: np.ndarray | None = None  # True where the value is null; None means no nulls
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def nulls(self) -> np.ndarray:
-        return self.null if self.null is not None else np.zeros(len(self.values), bool)
-
-    def take(self, index: np.ndarray) -> Vec:
-        return Vec(self.values[index], None if self.null is None else self.null[index])
-
-    def truth(self) -> np.ndarray:
-        """Where a condition is TRUE (null counts as not true)."""
-        values = self.values.astype(bool, copy=False)
-        return values if self.null is None else values & ~self.null
-
-    def to_list(self) -> list:
-        out = self.values.tolist()
-        if self.null is not None:
-            for i in np.flatnonzero(self.null):
-                out[i] = None
-        return out
+from sparkcep.vec import Vec
 
 
 def column_vec(series: pd.Series) -> Vec:
@@ -116,8 +90,6 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
         if expr.name == TIME_POINTS:
             micros = evaluate(expr.args[0], resolve, n)
             return Vec(micros.values.astype(np.int64) // expr.args[1].value, micros.null)
-        from sparkcep.functions import FUNCTIONS  # (functions builds on Vec, defined here)
-
         if expr.name in FUNCTIONS:
             args = [evaluate(a, resolve, n) for a in expr.args]
             return FUNCTIONS[expr.name].apply(args)
@@ -156,7 +128,7 @@ def evaluate(expr: ast.Expr, resolve: Resolver, n: int) -> Vec:
 
 # Functions of a list value (a column holding lists: an interval time's pmf). Not part
 # of the query language: programs use them in row checks (`engines.base.RowCheck`);
-# runners/spark_expr.py computes the same in Spark. A null list, or a list with a null or
+# runners/spark/expr.py computes the same in Spark. A null list, or a list with a null or
 # NaN element, gives null (as Spark's aggregate does); a value that is not a list too.
 LIST_FUNCTIONS = ("cardinality", "list_sum", "list_min")
 

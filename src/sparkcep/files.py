@@ -148,12 +148,12 @@ def check_headers(files: list[str], sep: str) -> list[str]:
     return first
 
 
-HEAD_ROWS = 2000  # the rows whose cells guess the column types (runners/spark_once.py)
+HEAD_ROWS = 2000  # the rows whose cells guess the column types (runners/spark/one_read.py)
 
 
 def csv_head(path: str, sep: str, header: bool, rows: int = HEAD_ROWS) -> list[list[str]]:
     """The cells of a CSV file's first `rows` data rows, as Python's reader splits them
-    (a guess of the columns' types for Spark's one-read check: runners/spark_once.py;
+    (a guess of the columns' types for Spark's one-read check: runners/spark/one_read.py;
     it never decides a result). Unreadable bytes are replaced; blank lines are no rows
     (as for Spark's and pandas' readers)."""
     with reading(path), _open_binary(path) as raw:

@@ -1,13 +1,13 @@
 """Scalar functions of the query language, evaluated on numpy columns with SQL's nulls.
 
 Each function has its argument kinds, its result kind and a vectorised implementation;
-`runners/spark_expr.py` has the Spark twin of each, so a local condition using them is
+`runners/spark/expr.py` has the Spark twin of each, so a local condition using them is
 still evaluated in the JVM. A null argument gives a null result (coalesce excepted: it
 gives its first non-null argument). `s LIKE p` is SQL's LIKE: `%` is any run of
 characters, `_` one character, matched against the whole text.
 
 >>> import numpy as np
->>> from sparkcep.expressions import Vec
+>>> from sparkcep.vec import Vec
 >>> s = Vec(np.array(["Admission NC", "Lab", ""], dtype=object), np.array([False, False, True]))
 >>> FUNCTIONS["lower"].apply([s]).to_list()
 ['admission nc', 'lab', None]
@@ -24,8 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from sparkcep.expressions import Vec
 from sparkcep.schema import NUMERIC, Kind, comparable
+from sparkcep.vec import Vec
 
 
 @dataclass(frozen=True)

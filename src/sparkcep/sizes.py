@@ -11,7 +11,7 @@ UNKNOWN_RATIO = 10  # a compressed file whose size unpacked it does not record: 
 
 def data_bytes(files: list[str]) -> int:
     """About how many bytes the files hold unpacked (what a run's settings are chosen by,
-    runners.spark_session.light_driver): a gzip file records its size unpacked in its last
+    runners.spark.session.light_driver): a gzip file records its size unpacked in its last
     4 bytes (modulo 4 GiB: a smaller figure than the file's own means more than that);
     other compressed files count UNKNOWN_RATIO times their size."""
     total = 0

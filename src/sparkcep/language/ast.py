@@ -8,20 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Span:
-    """Where a piece of the query was written (1-based line and column; end is exclusive)."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-    @staticmethod
-    def unknown() -> Span:
-        return Span(0, 0, 0, 0)
-
+from sparkcep.span import Span  # (errors point at one too)
 
 # ---- expressions -------------------------------------------------------------------------
 

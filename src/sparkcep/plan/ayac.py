@@ -17,7 +17,7 @@ from sparkcep.language import ast
 from sparkcep.timeunits import convert
 
 if TYPE_CHECKING:
-    from sparkcep.engines.ayac.laws import Law
+    from sparkcep.plan.laws import Law
 
 RESERVED_OUTPUT = ("missing", "probability")
 
@@ -170,7 +170,7 @@ class AyacClauses:
             sources[f"rate {item.var}"] = "query"
 
     def _delays(self, comps, laws, sources):
-        from sparkcep.engines.ayac.laws import LAWS, make_law
+        from sparkcep.plan.laws import LAWS, make_law
 
         by_var = {c.var: c for c in comps}
         first = self.positive_vars[0]
@@ -202,7 +202,7 @@ class AyacClauses:
             sources[f"law {item.var}"] = "query"
 
     def _default_laws(self, comps, window, laws, sources):
-        from sparkcep.engines.ayac.laws import Uniform
+        from sparkcep.plan.laws import Uniform
 
         first = self.positive_vars[0]
         for c in comps:
@@ -257,7 +257,7 @@ class AyacClauses:
 
     # ---- USING MODEL
     def _read_model(self, comps, tick_unit, into):
-        from sparkcep.engines.ayac.laws import law_from_json
+        from sparkcep.plan.laws import law_from_json
 
         rates, laws, sources, fits = into
         span = self.query.model_span
@@ -306,7 +306,7 @@ class AyacClauses:
                     ) from None
                 sources[f"law {var}"] = "model"
             if isinstance(entry.get("fit"), dict):
-                from sparkcep.engines.ayac.fitting import fit_summary
+                from sparkcep.plan.laws import fit_summary
 
                 fits[var] = fit_summary(entry["fit"])
             if entry.get("sample") is not None:  # the miss rate's sample size

@@ -3,7 +3,7 @@
 Several queries run together share one mask: their components are reduced to distinct
 *signatures* (a type and local conditions, whatever the variable is called), one bit
 each, and each query reads its own components' bits back out (`Signatures.plan_mask`).
-The same signatures become a Spark column expression in `runners/spark_expr.py`, so the
+The same signatures become a Spark column expression in `runners/spark/expr.py`, so the
 mask and the filter are computed in the JVM there.
 """
 

@@ -13,15 +13,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import (
-    QUERY,
-    Program,
-    compile_jobs,
-    concat_rows,
-    failed_checks,
-    sort_rows,
-    tie_warning,
-)
+from sparkcep.engines.base import Program, failed_checks
+from sparkcep.engines.output import QUERY, concat_rows, sort_rows, tie_warning
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.inputs import (
     CORRUPT,
     ORDER_COL,
@@ -109,7 +103,7 @@ class CheckedEvents:
     """Rows checked in pandas: the valid ones (typed, row numbers in ROW), the rejected
     ones with their reasons (cells as read), and the plans and programs they were
     checked for. `execute_local` runs on them; so does the Spark runner for an input
-    small enough to be checked in the driver (runners/driver_check.py)."""
+    small enough to be checked in the driver (runners/spark/driver_check.py)."""
 
     valid: pd.DataFrame
     rejected: pd.DataFrame  # time, type or id missing or unreadable, a malformed row
@@ -174,7 +168,7 @@ def _run_programs(programs: list[Program], valid: pd.DataFrame, cap: int | None,
 
 
 def _seen(program: Program, valid: pd.DataFrame) -> pd.DataFrame:
-    """The events a program is given, as the Spark runner gives them (runners/spark.py,
+    """The events a program is given, as the Spark runner gives them (runners/spark/batch.py,
     `_laid_out`): with their component bitmask (MASK, computed once), and without the
     rows no component can take unless the program sees every event."""
     mask = program.mask(valid)

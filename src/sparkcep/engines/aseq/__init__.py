@@ -40,7 +40,7 @@ Example 3 of the paper (window 7 s), the stream a1 b1 c1 a2 c2 b2 d1 c3 a3 d2 at
 from __future__ import annotations
 
 from sparkcep.engines.aseq.program import AggregateProgram, AggregateState, counters_reason
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 
 __all__ = ["AggregateProgram", "AggregateState", "AseqEngine", "TwoStepEngine", "counters_reason"]
 
@@ -89,7 +89,3 @@ class TwoStepEngine(_AggregateEngine):
         if plan.aggregate is None:
             return "it answers AGG queries, and this one has none"
         return None
-
-
-register(AseqEngine())
-register(TwoStepEngine())

@@ -27,8 +27,9 @@ from sparkcep.engines.aseq.combine import (
 from sparkcep.engines.aseq.connect import piece_contributions, query_contributions
 from sparkcep.engines.aseq.counters import CarryRows, PrefixCounters
 from sparkcep.engines.aseq.forest import Forest
-from sparkcep.engines.base import QUERY, OutputColumn, Program
-from sparkcep.engines.nfa.twostep import enumerate_contributions
+from sparkcep.engines.aseq.twostep import enumerate_contributions
+from sparkcep.engines.base import Program
+from sparkcep.engines.output import QUERY, OutputColumn
 from sparkcep.engines.state import state_class
 from sparkcep.errors import SparkcepError
 from sparkcep.language import ast

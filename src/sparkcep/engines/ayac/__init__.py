@@ -10,8 +10,7 @@ automaton (`automaton`) scores their product; arrival queues with upper bounds
 (`queues`) and backward generation with early pruning (`generate`) find every path whose
 score reaches the threshold. docs/ayac.md has the details and the choices made.
 
-The package's modules import without registering the engine (the query analysis reads
-the delay laws); `engine` registers it, as `engines.base._load_engines` does.
+The engine itself is in `engine` (the registry imports it when a query needs it).
 
 The shoplifting example (§2.2): an item read at the shelf (A) and at the exit (C)
 without a read at the checkout (B) in between. Tag 1 was read at the checkout; tag 2

@@ -58,7 +58,7 @@ class Edge:
 
 def default_spec(plan: Plan) -> AyacSpec:
     """A plan without the probabilistic clauses: nothing is ever missed (ε = 0)."""
-    from sparkcep.engines.ayac.laws import Uniform
+    from sparkcep.plan.laws import Uniform
 
     window = float(plan.window) if plan.window is not None else 1.0
     first = plan.positives[0].var

@@ -1,13 +1,14 @@
-"""The `ayac` engine, registered on import (by `engines.base._load_engines`)."""
+"""The `ayac` engine (its own module: the query analysis imports the package's laws and
+fitting without the engine)."""
 
 from __future__ import annotations
 
 from sparkcep.engines.ayac.program import AyacProgram
-from sparkcep.engines.base import ENGINES, Engine, _load_engines, register
+from sparkcep.engines.base import Engine, FitsModels
 from sparkcep.plan.ayac import AyacSpec
 
 
-class AyacEngine(Engine):
+class AyacEngine(Engine, FitsModels):
     """Pattern queries over lossy streams: MISSING RATE, DELAY, THRESHOLD, USING MODEL.
     A plain pattern query (no such clause) runs here too with --algorithm ayac: nothing
     is missed, every match has probability 1."""
@@ -49,15 +50,7 @@ class AyacEngine(Engine):
 
     @staticmethod
     def model_fitting():
-        """The model-fitting kernel (`sparkcep.runners.fit` finds it here)."""
+        """The model-fitting kernel (`sparkcep.runners.jobs.fit` finds it here)."""
         from sparkcep.engines.ayac import fitting
 
         return fitting
-
-
-# Imported on its own (e.g. by a doctest run), this module would register first and
-# `_load_engines` would then skip the others: load them first, so the order stays theirs.
-if not ENGINES:
-    _load_engines()
-if "ayac" not in ENGINES:
-    register(AyacEngine())

@@ -48,7 +48,9 @@ import math
 
 import numpy as np
 
-from sparkcep.engines.ayac.laws import (  # noqa: F401  (law_from_json: for runners/fit.py)
+from sparkcep.language import ast
+from sparkcep.language.parser import parse
+from sparkcep.plan.laws import (  # noqa: F401  (law_from_json: for runners/jobs/fit.py)
     Empirical,
     Exponential,
     Law,
@@ -56,8 +58,6 @@ from sparkcep.engines.ayac.laws import (  # noqa: F401  (law_from_json: for runn
     Uniform,
     law_from_json,
 )
-from sparkcep.language import ast
-from sparkcep.language.parser import parse
 
 FORMAT = "sparkcep-ayac-model/1"
 LAW_CHOICES = ("auto", "empirical", "exponential", "normal", "uniform")
@@ -359,11 +359,3 @@ def model_json(
         "components": components,
         "warnings": warnings,
     }
-
-
-def fit_summary(fit: dict) -> str:
-    """One line for `explain`: the sample size, the law and its KS distance."""
-    others = ", ".join(f"{k} {v:.3g}" for k, v in fit.get("candidates", {}).items())
-    return f"n = {fit.get('n')}, {fit.get('law')} with KS D = {fit.get('ks', 0):.3g}" + (
-        f" (D of the fitted laws: {others})" if others else ""
-    )

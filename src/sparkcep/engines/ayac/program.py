@@ -28,7 +28,8 @@ from sparkcep.engines.ayac.generate import (
     path_resolver,
 )
 from sparkcep.engines.ayac.queues import NegativeQueue
-from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
+from sparkcep.engines.base import Program
+from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.state import state_class
 from sparkcep.expressions import evaluate
 from sparkcep.plan import Plan

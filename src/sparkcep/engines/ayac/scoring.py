@@ -31,7 +31,7 @@ positive, or of a positive next to negations, are computed once on a grid of `ce
 cells over [0, W] (the paper's lookup tables) and interpolated; the others have closed
 forms. Every function also has `bound(T) = max_{t ≤ T} H(t)`, the paper's G.
 
->>> from sparkcep.engines.ayac.laws import Uniform
+>>> from sparkcep.plan.laws import Uniform
 >>> law = Uniform(0.0, 10.0)
 >>> float(MissedPositive(0.1, law)(5.0))          # ε F(5) = 0.1 × 0.5
 0.05
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparkcep.engines.ayac.laws import Law
+from sparkcep.plan.laws import Law
 
 CELLS = 2048  # grid cells over [0, W] for the tabulated scoring functions
 
@@ -107,7 +107,7 @@ class MissedPositive(ScoringFunction):
 
     Not renormalised: it is the probability of that event, as the paper states it.
 
-    >>> from sparkcep.engines.ayac.laws import Exponential
+    >>> from sparkcep.plan.laws import Exponential
     >>> s = MissedPositive(0.1, Exponential(2.0))
     >>> round(float(s(3.0)), 6), round(float(s.bound(3.0)), 6)   # 0.1 (1 − e^−1.5)
     (0.077687, 0.077687)
@@ -127,7 +127,7 @@ class MissedNegative(ScoringFunction):
     """S^N(T) = (1 − F_i(T)) / (ε F_i(T) + 1 − F_i(T)) (§3.2): the negated e_i was not
     observed in a gap of T; the probability that it did not happen.
 
-    >>> from sparkcep.engines.ayac.laws import Uniform
+    >>> from sparkcep.plan.laws import Uniform
     >>> s = MissedNegative(0.2, Uniform(0.0, 4.0))
     >>> [round(float(x), 4) for x in s([0.0, 2.0, 4.0])]   # 1, 0.5/0.6, 0
     [1.0, 0.8333, 0.0]
@@ -236,7 +236,7 @@ class Segment(ScoringFunction):
     between the window's start and the first observed one): Π ε of its positives times
     the integral over its links (see the module's docstring), on a grid.
 
-    >>> from sparkcep.engines.ayac.laws import Uniform
+    >>> from sparkcep.plan.laws import Uniform
     >>> u = Uniform(0.0, 10.0)
     >>> pp = Segment((0.5, 0.5), (Link(u), Link(u)), (), window=10.0)
     >>> round(float(pp(10.0)), 4)   # 0.25 × P(U1 + U2 ≤ 10) = 0.25 × 0.5
@@ -273,7 +273,7 @@ class MissedPair(Segment):
     """S^{PP}(T) (§3.3), two consecutive positives e_i, e_{i+1} missed, by the Markov
     model: ε_i ε_{i+1} P(d_i + d_{i+1} ≤ T) = ε_i ε_{i+1} ∫_0^T f_i(s) F_{i+1}(T − s) ds.
 
-    >>> from sparkcep.engines.ayac.laws import Uniform
+    >>> from sparkcep.plan.laws import Uniform
     >>> u = Uniform(0.0, 4.0)
     >>> s = MissedPair(0.1, u, 0.1, u, window=8.0)
     >>> round(float(s(4.0)), 5), round(float(s.paper(4.0)), 5)   # 0.01 × 1/2 and 0.01 × 1/2
@@ -306,7 +306,7 @@ class MissedSurrounded(Segment):
     (timed from e_{i−1}, over e_i's delay t) and after it (timed from e_i, over T − t):
     ε ∫_0^T f_i(t) Π_before S^N(t) Π_after S^N(T − t) dt.
 
-    >>> from sparkcep.engines.ayac.laws import Uniform
+    >>> from sparkcep.plan.laws import Uniform
     >>> u = Uniform(0.0, 10.0)
     >>> always_missed = Negative(1.0, u)                 # ε = 1: S^N(t) = 1 − F(t)
     >>> s = MissedSurrounded(0.1, u, (), (always_missed,), window=10.0)

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sparkcep.engines.base import Engine, _load_engines, register
+from sparkcep.engines.base import Engine, MinesRules
 from sparkcep.engines.episodes.program import EpisodeProgram, EpisodeState
 from sparkcep.plan.episodes import EpisodeSpec
 
 __all__ = ["DirectMatchEngine", "EpisodeProgram", "EpisodeState", "EpisodesEngine", "ToFelEngine"]
 
 
-class _EpisodeEngine(Engine):
+class _EpisodeEngine(Engine, MinesRules):
     crowded_example = "EPISODE (A a, B b; a -> b) WITHIN 1000 PREDICT C WITHIN 1000"
     examples: ClassVar[tuple[str, ...]] = (
         "EPISODE (A a, B b, C c; a -> c, b -> c) WITHIN 6 PREDICT D WITHIN 9",
@@ -72,7 +72,7 @@ class _EpisodeEngine(Engine):
 
     @staticmethod
     def rule_mining():
-        """The rule-mining kernel (`sparkcep.runners.mining` finds it here)."""
+        """The rule-mining kernel (`sparkcep.runners.jobs.mining` finds it here)."""
         from sparkcep.engines.episodes import mining
 
         return mining
@@ -101,11 +101,3 @@ class DirectMatchEngine(_EpisodeEngine):
     name = "directmatch"
     examples = _EpisodeEngine.examples[1:2]
     summary = "episode rules by DirectMatch (scan the window's raw events)"
-
-
-# Imported on its own (before the registry loaded), load the engines listed before this
-# one first, so that the registry is whole and in its order.
-_load_engines()
-register(EpisodesEngine())
-register(ToFelEngine())
-register(DirectMatchEngine())

@@ -1,6 +1,6 @@
 """Episode rules from history, by minimal occurrences, and their precision and recall
 on held-out events (docs/episodes.md, "Rules from data"). Pure pandas and numpy: the
-Spark job in `sparkcep.runners.mining` runs these functions on each partition and adds
+Spark job in `sparkcep.runners.jobs.mining` runs these functions on each partition and adds
 up what they count.
 
 Predicates are serial episodes v1 -> v2 -> ... -> vk of distinct symbols (Mannila et

@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.budget import Budget
-from sparkcep.engines.base import QUERY, OutputColumn, Program, sort_rows
+from sparkcep.engines.base import Program
 from sparkcep.engines.episodes.matcher import ALGORITHMS, Found, Matcher
 from sparkcep.engines.episodes.rules import RuleSet
 from sparkcep.engines.episodes.symbols import symbol_values
 from sparkcep.engines.episodes.window import Segment
+from sparkcep.engines.output import QUERY, OutputColumn, sort_rows
 from sparkcep.engines.state import state_class
 from sparkcep.errors import DataError
 from sparkcep.language import ast

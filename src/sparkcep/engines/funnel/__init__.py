@@ -27,7 +27,7 @@ the furthest step of each key and the number of keys that reached each step.
 
 from __future__ import annotations
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 from sparkcep.engines.funnel.counters import FunnelCounters
 from sparkcep.engines.funnel.program import FunnelProgram, FunnelState
 from sparkcep.plan.extensions import FunnelSpec
@@ -61,6 +61,3 @@ class FunnelEngine(Engine):
 
     def compile(self, plans, names, options) -> FunnelProgram:
         return FunnelProgram(plans, names, options)
-
-
-register(FunnelEngine())

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program
+from sparkcep.engines.base import Program
 from sparkcep.engines.funnel.counters import FunnelCounters
+from sparkcep.engines.output import QUERY, OutputColumn
 from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.language import ast

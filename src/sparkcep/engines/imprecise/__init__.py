@@ -32,7 +32,7 @@ skip-till-any and 24/225 under skip-till-next (docs/imprecise.md says why):
 
 from __future__ import annotations
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 from sparkcep.engines.imprecise.algorithm import Algorithm
 from sparkcep.engines.imprecise.points import PointBased
 from sparkcep.engines.imprecise.program import ImpreciseProgram, ImpreciseState
@@ -75,13 +75,21 @@ EXAMPLES = (
     "TIME BETWEEN ts AND ts + 2 WITHIN 4 RETURN a.v + b.v AS s",
 )
 
-# Registration order is the order `choose` tries: the best first, chosen by default.
-for algorithm, summary, examples in (
-    (QueryOrder, "event-based, query-order evaluation with sorting, set at a time (the best)",
-     EXAMPLES),
-    (SortedQueryOrder, "event-based, sorting for query order, one event at a time", EXAMPLES[:1]),
-    (AnyState, "event-based, any-state evaluation with run pruning", EXAMPLES[1:2]),
-    (SelectivityOrder, "event-based, any-state evaluation in selectivity order", EXAMPLES[2:]),
-    (PointBased, "point-based: stream expansion and point matches (baseline)", EXAMPLES[:1]),
-):  # fmt: skip
-    register(ImpreciseEngine(algorithm, summary, examples))
+# One engine per algorithm (the registry lists them: the best first, chosen by default).
+QUERY_ORDER = ImpreciseEngine(
+    QueryOrder,
+    "event-based, query-order evaluation with sorting, set at a time (the best)",
+    EXAMPLES,
+)
+SORTED_QUERY_ORDER = ImpreciseEngine(
+    SortedQueryOrder, "event-based, sorting for query order, one event at a time", EXAMPLES[:1]
+)
+ANY_STATE = ImpreciseEngine(
+    AnyState, "event-based, any-state evaluation with run pruning", EXAMPLES[1:2]
+)
+SELECTIVITY_ORDER = ImpreciseEngine(
+    SelectivityOrder, "event-based, any-state evaluation in selectivity order", EXAMPLES[2:]
+)
+POINT_BASED = ImpreciseEngine(
+    PointBased, "point-based: stream expansion and point matches (baseline)", EXAMPLES[:1]
+)

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, RowCheck, merged_output, sort_rows
+from sparkcep.engines.base import Program, RowCheck
 from sparkcep.engines.imprecise.algorithm import Algorithm, Found
 from sparkcep.engines.imprecise.bounds import ValidBounds
 from sparkcep.engines.imprecise.events import Pattern, bound_values, interval_events
+from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.state import state_class
 from sparkcep.errors import QueryError
 from sparkcep.expressions import Vec

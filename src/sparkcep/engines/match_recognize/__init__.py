@@ -28,7 +28,7 @@ the start (C), then rise above it (D).
 
 from __future__ import annotations
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 from sparkcep.engines.match_recognize.compiled import CompiledQuery, Segment, compile_query
 from sparkcep.engines.match_recognize.matcher import RowPatternMatcher
 from sparkcep.engines.match_recognize.pattern import RowPatternProgram
@@ -92,6 +92,3 @@ class MatchRecognizeEngine(Engine):
 
     def compile(self, plans, names, options) -> MrProgram:
         return MrProgram(plans, names, options)
-
-
-register(MatchRecognizeEngine())

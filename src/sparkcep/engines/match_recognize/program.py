@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, RowCheck
+from sparkcep.engines.base import Program, RowCheck
 from sparkcep.engines.match_recognize.compiled import CompiledQuery
 from sparkcep.engines.match_recognize.matcher import NO_MATCH, UNDECIDED, RowPatternMatcher
 from sparkcep.engines.match_recognize.rows import EMPTY, MATCH, UNMATCHED, RowCollector
+from sparkcep.engines.output import QUERY, OutputColumn
 from sparkcep.engines.state import state_class
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import column_vec

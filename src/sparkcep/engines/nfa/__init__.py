@@ -24,7 +24,7 @@ selection strategies; the matcher is `matcher.PatternMatcher`, the program over 
 
 from __future__ import annotations
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher, TooManyMatches, find_matches
 from sparkcep.engines.nfa.program import NfaProgram, NfaState
 
@@ -65,6 +65,3 @@ class NfaEngine(Engine):
 
     def compile(self, plans, names, options) -> NfaProgram:
         return NfaProgram(plans, names, options)
-
-
-register(NfaEngine())

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
+from sparkcep.engines.base import Program
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
 from sparkcep.engines.nfa.skip import FIRST, HIDDEN, LAST, PLAN, AfterMatchSkip, prune_points
 from sparkcep.engines.nfa.timeouts import timeout_rows
+from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.state import state_class
 from sparkcep.plan import STRATEGIES
 from sparkcep.prep.table import build_table, frame_ticks

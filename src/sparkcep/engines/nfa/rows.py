@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import OutputColumn, sort_rows
 from sparkcep.engines.nfa.matcher import Matches
+from sparkcep.engines.output import OutputColumn, sort_rows
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
 from sparkcep.schema import Kind

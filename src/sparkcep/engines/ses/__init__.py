@@ -36,7 +36,7 @@ The chemotherapy example (Q1, Fig. 1), for patient 2:
 
 from __future__ import annotations
 
-from sparkcep.engines.base import Engine, register
+from sparkcep.engines.base import Engine
 from sparkcep.engines.ses.jointree import JoinTreeMatcher
 from sparkcep.engines.ses.matcher import SesMatcher
 from sparkcep.engines.ses.program import (
@@ -146,8 +146,3 @@ class NfaWindowsEngine(Engine):
 
     def compile(self, plans, names, options) -> NfaWindowsProgram:
         return NfaWindowsProgram(plans, names, options)
-
-
-register(SesEngine())
-register(JoinTreeEngine())
-register(NfaWindowsEngine())

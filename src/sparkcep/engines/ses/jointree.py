@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparkcep.engines.ses import matcher as _limits
+import sparkcep.engines.ses.matcher as _limits
 from sparkcep.engines.ses.conditions import Binding, Conditions
 from sparkcep.engines.ses.matcher import TooManyBindings, pattern_sets
 from sparkcep.plan import Plan

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.budget import CELL_BYTES
-from sparkcep.engines.base import QUERY, OutputColumn, Program, merged_output, sort_rows
+from sparkcep.engines.base import Program
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
+from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.ses.chain import EarliestChain
 from sparkcep.engines.ses.conditions import Binding, Conditions
 from sparkcep.engines.ses.jointree import JoinTreeMatcher

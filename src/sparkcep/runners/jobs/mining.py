@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.base import MinesRules
+from sparkcep.engines.registry import first_with
 from sparkcep.errors import SparkcepError
 from sparkcep.inputs import ROW, schema_of, split_valid
 from sparkcep.plan import Options, Plan, analyze
@@ -31,12 +32,10 @@ RANGE = "__mine_range"
 
 def rule_kernel():
     """The rule-mining kernel of the registered engines."""
-    _load_engines()
-    for engine in ENGINES.values():
-        kernel = getattr(engine, "rule_mining", None)
-        if kernel is not None:
-            return kernel()
-    raise SparkcepError("no registered engine mines rules")
+    engine = first_with(MinesRules)
+    if engine is None:
+        raise SparkcepError("no registered engine mines rules")
+    return engine.rule_mining()  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -165,8 +164,8 @@ class _LocalLevels:
 
 class _SparkLevels:
     def __init__(self, source, settings: MiningSettings, options: Options):
-        from sparkcep.runners.spark_rows import check_rows
-        from sparkcep.runners.spark_rows import schema_of as spark_schema
+        from sparkcep.runners.spark.rows import check_rows
+        from sparkcep.runners.spark.rows import schema_of as spark_schema
 
         checked = check_rows(
             source.df, time_col=options.time_col,
@@ -183,7 +182,7 @@ class _SparkLevels:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from sparkcep.runners.spark import named, pandas_ready
+        from sparkcep.runners.spark.batch import named, pandas_ready
 
         s = self.settings
         events, key = self.checked.valid, list(s.key)
@@ -259,7 +258,7 @@ def evaluate_rules(rules_text: str, events, options: Options, *, spark_source=No
         ticks = time_ticks(valid[options.time_col])
         span = (int(ticks.min()), int(ticks.max())) if len(ticks) else None
     else:
-        from sparkcep.runners.spark import execute
+        from sparkcep.runners.spark.batch import execute
 
         result = execute(spark_source.df, rules_text, options, **spark_source.options())
         predictions, plans = result.rows.toPandas(), result.plans
@@ -314,7 +313,7 @@ def overall(report: pd.DataFrame) -> dict:
 def _spark_consequents(result, plans: list[Plan], options: Options) -> pd.DataFrame:
     from pyspark.sql import types as T
 
-    from sparkcep.runners.spark import pandas_ready
+    from sparkcep.runners.spark.batch import pandas_ready
 
     events = result.checked.valid
     key = list(plans[0].key)
@@ -334,7 +333,7 @@ class _ConsequentFinder:
         self.names = names  # the frames' column names (runners.spark.pandas_ready)
 
     def __call__(self, batches):
-        from sparkcep.runners.spark import named
+        from sparkcep.runners.spark.batch import named
 
         kernel = rule_kernel()
         for frame in batches:

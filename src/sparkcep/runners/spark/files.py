@@ -22,9 +22,9 @@ from sparkcep.files import (
     input_files,
     output_format,
 )
-from sparkcep.runners.spark_rows import _null_tokens
+from sparkcep.runners.spark.rows import _null_tokens
 
-# CSV inputs under this size (unpacked) are checked with one read (runners/spark_once.py);
+# CSV inputs under this size (unpacked) are checked with one read (runners/spark/one_read.py);
 # their checked rows are kept for the run (in memory, on disk past it).
 ONE_READ_BYTES = 256 * 2**20
 
@@ -41,7 +41,7 @@ class SparkInput:
     split_cols: list
     infer_types: bool
     # CSV: the first rows' cells (header order), a guess of the column types that lets
-    # the checking pass read the files once (runners/spark_once.py); None: two reads.
+    # the checking pass read the files once (runners/spark/one_read.py); None: two reads.
     head: dict | None = None
 
     def options(self) -> dict:

@@ -14,10 +14,9 @@ events anchor, so no row is lost or reported twice.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -26,18 +25,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import QUERY, Program, compile_jobs, tie_warning
+from sparkcep.engines.base import Program
+from sparkcep.engines.output import QUERY, tie_warning
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.inputs import ORDER_COL, REASON, ROW, duplicate_warning, text_warning
 from sparkcep.plan import Options, Plan, plan_queries
+from sparkcep.plan.columns import named_columns
 from sparkcep.plan.intervals import needs_data_width, with_data_widths
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.driver_check import DriverChecked, size_text, tick_range, valid_frame
 from sparkcep.runners.local import type_column, unknown_types
-from sparkcep.runners.query_first import kept_columns, raise_sure_error
-from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_once import check_rows_once, one_read
-from sparkcep.runners.spark_rows import (
+from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
+from sparkcep.runners.spark.one_read import check_rows_once, one_read
+from sparkcep.runners.spark.query_first import kept_columns, raise_sure_error
+from sparkcep.runners.spark.rows import (
     AS_READ,
     Checked,
     check_rows,
@@ -45,7 +46,7 @@ from sparkcep.runners.spark_rows import (
     schema_of,
     spark_type,
 )
-from sparkcep.runners.spark_session import spark_session
+from sparkcep.runners.spark.session import spark_session
 from sparkcep.timeunits import implausible_times
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
@@ -64,7 +65,7 @@ class SparkRun:
     programs: list[Program] = field(default_factory=list)
     tied: Accumulator | None = None  # events sharing an instant, counted as the rows are made
     # The rejected rows in pandas when the input was checked in the driver (then
-    # `rejected` is None): runners/driver_check.py.
+    # `rejected` is None): runners/spark/driver_check.py.
     rejected_rows: pd.DataFrame | None = None
     driver_checked: str | None = None  # the size under which inputs are checked so, in words
 
@@ -183,55 +184,6 @@ def matched(
         plans, rows, rejected, checked, parts, "; ".join(texts), order,
         options.max_matches, programs, tied,
     )  # fmt: skip
-
-
-def execute_driver_checked(
-    spark, checked: DriverChecked, options: Options, partitions: int | None = None
-) -> SparkRun:
-    """Run the queries on rows checked in the driver (`driver_check.check_in_driver`):
-    the valid rows become a Spark DataFrame with the column types Spark's checking pass
-    gives them, and the matching runs as in `execute`, without the checking pass."""
-    time_col = options.time_col
-    rows, kinds = valid_frame(checked, time_col)
-    ticks = checked.events.valid[time_col]
-    time_kind = "timestamp" if pd.api.types.is_datetime64_any_dtype(ticks.dtype) else "int"
-    schema = T.StructType([T.StructField(c, spark_type(k)) for c, k in kinds.items()])
-    valid = spark.createDataFrame(rows, schema)
-    if time_kind == "timestamp":
-        valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
-    events = checked.events
-    min_tick, max_tick = tick_range(checked, time_col)
-    duplicates = int(events.valid[options.id_col].duplicated().sum()) if options.id_col else 0
-    done = Checked(
-        valid, None, options.id_col or ROW, checked.events_read, len(events.rejected),
-        min_tick, max_tick, time_kind, types=checked.types, id_given=options.id_col is not None,
-        mostly_text=events.mostly, later_count=len(events.later), duplicates=duplicates,
-    )  # fmt: skip
-    run = matched(done, events.plans, events.programs, options, partitions)
-    run.rejected_rows = checked.rejected
-    run.driver_checked = size_text(checked.limit)
-    return run
-
-
-WORD = re.compile(r"`([^`]+)`|(\w+)")
-
-
-def named_columns(queries, columns: list[str], options: Options) -> set[str] | None:
-    """The input columns the queries can read: those whose name occurs as a word (or a
-    `quoted` name) in their text, and those the options name; None (all) when a query
-    is not given as text or has a `*` (which may stand for every column). Only these get
-    their type inferred from text: a query cannot otherwise read a column without naming
-    it."""
-    texts = [queries] if isinstance(queries, str) else list(queries)
-    if not all(isinstance(t, str) and "*" not in t for t in texts):
-        return None  # plans, or a text that may read every column (SELECT *, A.*)
-    words = {a or b for t in texts for a, b in WORD.findall(t)}
-    for option in fields(options):  # id_col, tiebreak, time_end_col, prob_col, ...
-        value = getattr(options, option.name)
-        if isinstance(value, str) and (option.name.endswith("_col") or option.name == "tiebreak"):
-            words.add(value)
-    folded = {w.casefold() for w in words}
-    return {c for c in columns if c in words or c.casefold() in folded}
 
 
 def matching_partitions(spark) -> int:

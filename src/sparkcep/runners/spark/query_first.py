@@ -28,13 +28,14 @@ from dataclasses import replace
 
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import compile_jobs
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.errors import SparkcepError
 from sparkcep.files import CORRUPT
 from sparkcep.inputs import ROW
 from sparkcep.plan import Options, plan_queries
-from sparkcep.runners.spark_once import guess_kind, guess_time
-from sparkcep.runners.spark_rows import check_columns, kind_of_spark
+from sparkcep.plan.columns import named_columns
+from sparkcep.runners.spark.one_read import guess_kind, guess_time
+from sparkcep.runners.spark.rows import check_columns, kind_of_spark
 from sparkcep.schema import Kind
 
 MAX_SCHEMAS = 256  # planning takes milliseconds; beyond this many, nothing is decided early
@@ -139,8 +140,7 @@ def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) ->
     else (another format, a file that cannot be read) is left to the run."""
     from sparkcep.files import check_headers, input_files
     from sparkcep.runners.local import type_column
-    from sparkcep.runners.spark import named_columns
-    from sparkcep.runners.spark_files import _head_cells
+    from sparkcep.runners.spark.files import _head_cells
 
     try:
         files, fmt = input_files(path)

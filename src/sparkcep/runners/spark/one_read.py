@@ -39,7 +39,7 @@ from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT
 from sparkcep.inputs import LEADING_ZERO, NULL_TOKENS, REASON, ROW, TIMESTAMP_TEXT
 from sparkcep.prep.table import TICKS
-from sparkcep.runners.spark_rows import (
+from sparkcep.runners.spark.rows import (
     AS_READ,
     CAST,
     KINDS,
@@ -60,7 +60,7 @@ from sparkcep.runners.spark_rows import (
     chosen_kind,
     mostly_numbers,
 )
-from sparkcep.runners.spark_session import setting
+from sparkcep.runners.spark.session import setting
 
 ENV = "SPARKCEP_ONE_READ"
 INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs

@@ -5,9 +5,9 @@ Spark's 280 jars. Java's AppCDS can record them in an archive that later JVMs ma
 directly (the demo: 26 -> 21 CPU seconds). The first Spark run records it on its own:
 its JVM writes the archive when it exits (after the run's answer is out), and the next
 run that finds that JVM gone puts the archive in place and uses it. `sparkcep warmup`
-records it at once with a small representative job. The archive matches this Java, this
-PySpark and this Python environment (otherwise the JVM ignores it silently); it lives
-under `sys.prefix`/share/sparkcep, or SPARKCEP_CDS_DIR. SPARKCEP_CDS=0 runs without it.
+(`runners.jobs.warmup`) records it at once with a small representative job. The archive
+matches this Java, this PySpark and this Python environment (otherwise the JVM ignores it
+silently); it lives under `sys.prefix`/share/sparkcep, or SPARKCEP_CDS_DIR. SPARKCEP_CDS=0 runs without it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -110,68 +108,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def record(verbose: bool = True) -> Path:
-    """Run a representative job in a fresh JVM that writes the archive when it exits."""
-    target = archive_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob("*.tmp*"):
-        stale.unlink(missing_ok=True)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    env = dict(os.environ, SPARKCEP_CDS="0")
-    subprocess.run(
-        [sys.executable, "-m", "sparkcep.runners.warmup", str(tmp)],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL if not verbose else None,
-    )
-    if not tmp.exists():
-        raise RuntimeError("the JVM wrote no class archive")
-    os.replace(tmp, target)
-    return target
-
-
-def _representative_job(archive: str) -> None:
-    import pandas as pd
-
-    from sparkcep.plan import Options
-    from sparkcep.runners.spark import execute
-    from sparkcep.runners.spark_files import read_spark, write_spark
-    from sparkcep.runners.spark_session import spark_session
-
-    spark = spark_session(
-        "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive}"}
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        events = pd.DataFrame(
-            {
-                "type": list("ABCABCABCX") * 20,
-                "ts": range(200),
-                "k": [i % 3 for i in range(200)],
-                "v": [float(i % 7) for i in range(200)],
-            }
-        )
-        events.to_csv(f"{tmp}/events.csv", index=False)
-        events.to_parquet(f"{tmp}/events.parquet", index=False)
-        events.to_json(f"{tmp}/events.jsonl", orient="records", lines=True)
-        jobs = [
-            ("events.csv", "PATTERN SEQ(A a, B b, C c) WHERE [k] AND a.v < c.v WITHIN 10"),
-            ("events.parquet", "PATTERN SEQ(A a, !X x, B+ b[]) WHERE prev(b.v) <= b.v WITHIN 6"),
-            ("events.jsonl", "PATTERN SEQ(A a, B b) STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5"),
-        ]
-        for (name, query), out in zip(jobs, ("m.jsonl", "m.csv", "m.parquet")):
-            source = read_spark(spark, f"{tmp}/{name}")
-            result = execute(source.df, query, Options(), **source.options())
-            write_spark(result.unordered, f"{tmp}/{out}", order=result.order)
-            write_spark(result.rejected, f"{tmp}/r.jsonl")
-    # The archive is written when the JVM exits: close its stdin (the gateway then
-    # exits normally) and wait for it.
-    jvm = spark.sparkContext._gateway.proc
-    spark.stop()
-    jvm.stdin.close()
-    jvm.wait(timeout=300)
-
-
-if __name__ == "__main__":
-    _representative_job(sys.argv[1])

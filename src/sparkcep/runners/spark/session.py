@@ -1,5 +1,5 @@
 """The SparkSession sparkcep runs in: local mode by default, UTC, UI off, quiet logs, the
-JVM class archive when it was recorded (`warmup`)."""
+JVM class archive when it was recorded (`cds`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sparkcep.runners.warmup import archive_options, recording_started
+from sparkcep.runners.spark.cds import archive_options, recording_started
 
 SMALL_INPUT_BYTES = 256 * 2**20
 TINY_INPUT_BYTES = 2**20
@@ -149,14 +149,14 @@ def worker_conf(
 ) -> dict[str, str]:
     """How executors start (docs/cluster.md). On any master, their Python workers come
     from sparkcep's daemon, which imports the workers' compiled pyspark instead of
-    compiling Spark's pyspark.zip at each start (runners/daemon.py); the workers need
+    compiling Spark's pyspark.zip at each start (runners/spark/daemon.py); the workers need
     sparkcep anyway, the matching functions Spark ships to them live in its modules. On
     a cluster, their JVMs map the driver's class archive too (`archive`: its options,
     from `warmup`) once it is recorded: an executor on this machine loads most of Spark's
     classes from it, and a JVM that lacks the file or has another class path ignores it.
     Their JVMs take the driver's `light` options too (a short run: `light_driver`). A
     caller's `spark.executor.extraJavaOptions` (taken out of `conf`) comes after."""
-    settings = {"spark.python.daemon.module": "sparkcep.runners.daemon"}
+    settings = {"spark.python.daemon.module": "sparkcep.runners.spark.daemon"}
     local = master is None or master.startswith("local")
     recorded = any(o.startswith("-XX:SharedArchiveFile=") for o in archive)
     options = [] if local or not recorded else list(archive)  # one JVM records it, no more

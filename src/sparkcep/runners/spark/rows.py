@@ -89,9 +89,9 @@ class Checked:
     later: tuple[DataFrame, ...] = ()
     later_count: int | None = None
     # Valid events whose id another has, when counted already (rows checked in the
-    # driver: runners/driver_check.py); None: counted by a Spark job when asked.
+    # driver: runners/spark/driver_check.py); None: counted by a Spark job when asked.
     duplicates: int | None = None
-    # The checked rows kept by Spark (one read of the input: runners/spark_once.py),
+    # The checked rows kept by Spark (one read of the input: runners/spark/one_read.py),
     # until `release`.
     cached: DataFrame | None = None
 
@@ -403,7 +403,7 @@ def chosen_kind(counts: dict[str, int]) -> str | None:
     when a number has a leading zero (ids, codes: inputs.LEADING_ZERO), else the first
     type most of its values have (integers and doubles: at least NUMERIC_SHARE; booleans
     and timestamps: all), else 'string'; None when a count the choice needs was not
-    taken (runners/spark_once.py takes only some)."""
+    taken (runners/spark/one_read.py takes only some)."""
     if "zeros" not in counts:
         return None
     if not counts["any"] or counts["zeros"]:

@@ -38,7 +38,7 @@ from sparkcep.errors import DataError
 from sparkcep.failures import damaged_checkpoint, reading
 from sparkcep.files import check_headers, check_names, file_format, input_files
 from sparkcep.inputs import CORRUPT, NULL_TOKENS, null_cells, numeric_columns
-from sparkcep.runners.spark_rows import spark_type
+from sparkcep.runners.spark.rows import spark_type
 
 TYPES_FILE = "sparkcep-types.json"
 SEEN_FILE = "sparkcep-files-read.txt"
@@ -334,7 +334,7 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
         reader = reader.option("maxFilesPerTrigger", max_files)
     df = reader.schema(schema).load()
     if null_values:
-        from sparkcep.runners.spark_rows import _null_tokens
+        from sparkcep.runners.spark.rows import _null_tokens
 
         df = _null_tokens(df, null_values)
     return df, types
@@ -348,7 +348,7 @@ def typed_stream(df: DataFrame, types: dict[str, str], keep: set[str]) -> DataFr
     """Text columns cast to their decided types; a cell that does not cast becomes null,
     and its text stays in `__raw_<i>` for the columns in `keep` (the time column's text
     is kept by the streaming runner itself)."""
-    from sparkcep.runners.spark_rows import text_cast
+    from sparkcep.runners.spark.rows import text_cast
 
     out = df
     for i, (col, kind) in enumerate(types.items()):

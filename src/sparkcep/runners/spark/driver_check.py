@@ -18,6 +18,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,11 @@ from sparkcep.inputs import (
     TIMESTAMP_TEXT,
 )
 from sparkcep.plan import Options
+from sparkcep.plan.columns import named_columns
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
+
+if TYPE_CHECKING:
+    from sparkcep.runners.spark.batch import SparkRun
 
 ENV = "SPARKCEP_DRIVER_CHECK_BYTES"
 DEFAULT_BYTES = 2**20  # the light driver's tiny input (spark_session.TINY_INPUT_BYTES)
@@ -138,7 +143,6 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
 
 
 def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
-    from sparkcep.runners.spark import named_columns
 
     frame = read_pandas(path, text=True, **reading)
     columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
@@ -240,3 +244,38 @@ def _kind(col: pd.Series) -> str:
     if kind == "b" or str(col.dtype) == "boolean":
         return "bool"
     return "string"
+
+
+def execute_driver_checked(
+    spark, checked: DriverChecked, options: Options, partitions: int | None = None
+) -> SparkRun:
+    """Run the queries on rows checked in the driver (`driver_check.check_in_driver`):
+    the valid rows become a Spark DataFrame with the column types Spark's checking pass
+    gives them, and the matching runs as in `execute`, without the checking pass."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sparkcep.prep.table import TICKS
+    from sparkcep.runners.spark.batch import matched
+    from sparkcep.runners.spark.rows import Checked, spark_type
+
+    time_col = options.time_col
+    rows, kinds = valid_frame(checked, time_col)
+    ticks = checked.events.valid[time_col]
+    time_kind = "timestamp" if pd.api.types.is_datetime64_any_dtype(ticks.dtype) else "int"
+    schema = T.StructType([T.StructField(c, spark_type(k)) for c, k in kinds.items()])
+    valid = spark.createDataFrame(rows, schema)
+    if time_kind == "timestamp":
+        valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
+    events = checked.events
+    min_tick, max_tick = tick_range(checked, time_col)
+    duplicates = int(events.valid[options.id_col].duplicated().sum()) if options.id_col else 0
+    done = Checked(
+        valid, None, options.id_col or ROW, checked.events_read, len(events.rejected),
+        min_tick, max_tick, time_kind, types=checked.types, id_given=options.id_col is not None,
+        mostly_text=events.mostly, later_count=len(events.later), duplicates=duplicates,
+    )  # fmt: skip
+    run = matched(done, events.plans, events.programs, options, partitions)
+    run.rejected_rows = checked.rejected
+    run.driver_checked = size_text(checked.limit)
+    return run

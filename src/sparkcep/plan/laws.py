@@ -192,3 +192,11 @@ def make_law(name: str, args: list[float]) -> Law:
             raise ValueError("EMPIRICAL takes one or more observed delays, none negative")
         return Empirical(args)
     raise ValueError(f"unknown law '{name}' (known: {', '.join(LAWS)})")
+
+
+def fit_summary(fit: dict) -> str:
+    """One line for `explain`: the sample size, the law and its KS distance."""
+    others = ", ".join(f"{k} {v:.3g}" for k, v in fit.get("candidates", {}).items())
+    return f"n = {fit.get('n')}, {fit.get('law')} with KS D = {fit.get('ks', 0):.3g}" + (
+        f" (D of the fitted laws: {others})" if others else ""
+    )

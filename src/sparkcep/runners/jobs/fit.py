@@ -19,7 +19,8 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import ENGINES, _load_engines
+from sparkcep.engines.base import FitsModels
+from sparkcep.engines.registry import first_with
 from sparkcep.errors import SparkcepError
 from sparkcep.plan import Options
 
@@ -27,12 +28,10 @@ from sparkcep.plan import Options
 def fitting_kernel():
     """The model-fitting kernel of the registered engines: its FitPlan (the measuring
     queries), fit_law, miss_rate, model_json, time_column, law_from_json, LAW_CHOICES."""
-    _load_engines()
-    for engine in ENGINES.values():
-        kernel = getattr(engine, "model_fitting", None)
-        if kernel is not None:
-            return kernel()
-    raise SparkcepError("no registered engine fits models")
+    engine = first_with(FitsModels)
+    if engine is None:
+        raise SparkcepError("no registered engine fits models")
+    return engine.model_fitting()  # type: ignore[attr-defined]
 
 
 __all__ = ["fit_model", "fit_model_local", "fitting_kernel"]
@@ -52,7 +51,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from sparkcep.runners.spark import execute
+    from sparkcep.runners.spark.batch import execute
 
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)

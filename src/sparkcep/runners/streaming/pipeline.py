@@ -45,7 +45,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkcep.engines.base import Program, compile_jobs, sort_rows
+from sparkcep.engines.base import Program
+from sparkcep.engines.output import sort_rows
+from sparkcep.engines.registry import compile_jobs
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
 from sparkcep.files import REPLACEMENT
@@ -54,9 +56,9 @@ from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.plan.intervals import require_widths
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.spark import named, output_schema, pandas_ready
-from sparkcep.runners.spark_expr import filter_column, mask_column, to_column
-from sparkcep.runners.spark_rows import (
+from sparkcep.runners.spark.batch import named, output_schema, pandas_ready
+from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
+from sparkcep.runners.spark.rows import (
     NOT_TIME,
     check_columns,
     integer_time,
@@ -65,7 +67,7 @@ from sparkcep.runners.spark_rows import (
     text_cast,
     text_timestamp,
 )
-from sparkcep.runners.spark_session import setting
+from sparkcep.runners.spark.session import setting
 from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS, implausible_times
 
 # applyInPandasWithState pads the frames a step yields with an all-null frame and joins
@@ -771,7 +773,7 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
     time, then name; types decided once and kept in `checkpoint`), or Spark's rate source
     when `path` is 'rate' (types A, B, C in turn, for demos)."""
     from sparkcep.files import input_files
-    from sparkcep.runners.folder_stream import read_folder
+    from sparkcep.runners.streaming.folder import read_folder
 
     if path == "rate":
         df = spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
