@@ -230,6 +230,12 @@ def test_an_unknown_option_names_the_close_one():
     with pytest.raises(TypeError, match="missing a required argument: 'id_col'"):
         sparkcep.stream(None, "PATTERN SEQ(A a)")
 
+    @takes_options("id_col", required=("id_col",))
+    def probe(*, options=None):
+        return options.id_col
+
+    assert probe(options=Options(id_col="n")) == "n"  # a required option given in `options`
+
 
 def test_the_flags_are_made_from_the_options():
     """Each flag that is an option has its flag, help and default from `Options`."""

@@ -155,29 +155,33 @@ def takes_options(*names: str, required: tuple[str, ...] = (), annotate=None):
 
     def decorate(f):
         own = list(inspect.signature(f).parameters.values())
-        added = [
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=inspect.Parameter.empty if name in required else OPTIONS[name].default,
-                annotation=(annotate or _plain)(name, OPTIONS[name], OPTION_TYPES[name]),
-            )
-            for name in names
-        ]
+
+        def option(name, default):
+            annotation = (annotate or _plain)(name, OPTIONS[name], OPTION_TYPES[name])
+            kind = inspect.Parameter.KEYWORD_ONLY
+            return inspect.Parameter(name, kind, default=default, annotation=annotation)
+
         at = [p.name for p in own].index("options") + 1  # the options stand after it
+        before = own[:at]
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
-        public = inspect.Signature(own[:at] + added + rest)
+        shown = [option(n, _EMPTY if n in required else OPTIONS[n].default) for n in names]
+        public = inspect.Signature(before + shown + rest)
+        # a call binds with every option optional: a required one may come in `options`
+        binding = inspect.Signature(before + [option(n, OPTIONS[n].default) for n in names] + rest)
 
         @functools.wraps(f)
         def with_options(*args, **kw):
             try:
-                bound = public.bind(*args, **kw)
+                bound = binding.bind(*args, **kw)
             except TypeError as e:
                 stray = next((k for k in kw if k not in public.parameters), None)
                 hint = did_you_mean(stray, public.parameters) if stray else ""
                 raise TypeError(f"{f.__name__}() {_after_name(e)}{hint}") from None
             given = {n: bound.arguments.pop(n) for n in names if n in bound.arguments}
             options = Options.from_kwargs(bound.arguments.get("options"), **given)
+            for name in required:
+                if getattr(options, name) is None:
+                    raise TypeError(f"{f.__name__}() missing a required argument: '{name}'")
             bound.arguments["options"] = options
             return f(*bound.args, **bound.kwargs)
 
@@ -185,6 +189,9 @@ def takes_options(*names: str, required: tuple[str, ...] = (), annotate=None):
         return with_options
 
     return decorate
+
+
+_EMPTY = inspect.Parameter.empty
 
 
 def _plain(name, field, type_):
