@@ -1,7 +1,8 @@
 """The `sparkcep` command: run queries over event files, explain them, stream them.
 
-Each command builds one `Options` value from its flags (docs/api.md maps each flag to its
-Python keyword) and hands it to a runner; nothing here knows which engine answers.
+A command's option flags are made from the fields of `Options` (`option_flags`: flag, help,
+default; docs/api.md maps each flag to its Python keyword) and arrive as one `Options`
+value, which it hands to a runner; nothing here knows which engine answers.
 """
 
 from __future__ import annotations
