@@ -101,6 +101,20 @@ def test_every_python_example_runs(where, code, spark, tmp_path, monkeypatch):
     exec(compile(code, where, "exec"), namespace)
 
 
+def test_the_api_page_says_each_option_with_its_flag_and_default():
+    """Each option of `Options` (the one table the functions and flags are made from) has
+    its row in docs/api.md: its flag, its keyword and, where it has one, its default."""
+    from sparkcep.plan.model import OPTIONS, PUBLIC_OPTIONS
+
+    rows = [r for r in (ROOT / "docs" / "api.md").read_text().splitlines() if r.startswith("|")]
+    for name in PUBLIC_OPTIONS:
+        row = next((r for r in rows if f"| `{name}`" in r), None)
+        assert row is not None, f"docs/api.md has no row for `{name}`"
+        assert f"| `{OPTIONS[name].metadata['flag']}" in row, row
+        default = OPTIONS[name].default
+        assert default is None or f"default `{default}`" in row, row
+
+
 def test_the_api_page_lists_every_option_and_keyword():
     """docs/api.md pairs each CLI option with its Python keyword: a new option or keyword
     that is not on the page fails here."""

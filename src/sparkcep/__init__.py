@@ -21,6 +21,7 @@ from sparkcep import _early  # noqa: F401
 from sparkcep.errors import DataError, QueryError, SparkcepError
 from sparkcep.language.parser import parse, parse_file
 from sparkcep.plan import Options, Plan, analyze
+from sparkcep.plan.model import MATCH_RECOGNIZE_OPTIONS, STREAM_OPTIONS, takes_options
 from sparkcep.runners.local import RunResult, aggregate_local, match_local, run_local
 
 # The module first, so that the function `explain` below is what `sparkcep.explain` names
@@ -53,23 +54,8 @@ __all__ = [
 ]
 
 
-def match(
-    df,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    max_matches: int | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    partitions: int | None = None,
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-):
+@takes_options()
+def match(df, queries, *, options: Options | None = None, partitions: int | None = None):
     """Run queries on a Spark DataFrame; returns a Spark DataFrame of their rows.
 
     Without `id_col`, ids are 0-based row numbers in the DataFrame's order; rejected
@@ -77,81 +63,31 @@ def match(
     """
     from sparkcep.runners.spark.batch import match as spark_match
 
-    return spark_match(
-        df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
-        time_unit=time_unit, tiebreak=tiebreak, max_matches=max_matches,
-        algorithm=algorithm, sharing=sharing, partitions=partitions,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
+    return spark_match(df, queries, options=options, partitions=partitions)
 
 
-def aggregate(
-    df,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    partitions: int | None = None,
-):
+@takes_options()
+def aggregate(df, queries, *, options: Options | None = None, partitions: int | None = None):
     """Run AGG queries (a text, a list, or a file's named queries) on a Spark DataFrame;
     returns a Spark DataFrame with one row per trigger event (docs/aggregation.md)."""
     from sparkcep.runners.spark.batch import aggregate as spark_aggregate
 
-    return spark_aggregate(
-        df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
-        time_unit=time_unit, tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
-        partitions=partitions,
-    )  # fmt: skip
+    return spark_aggregate(df, queries, options=options, partitions=partitions)
 
 
-def stream(
-    streaming_df,
-    queries,
-    *,
-    id_col: str,
-    time_col: str = "ts",
-    type_col: str = "type",
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    lateness: str = "0",
-    algorithm: str | None = None,
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-):
+@takes_options(*STREAM_OPTIONS, required=("id_col",))
+def stream(streaming_df, queries, *, options: Options | None = None, lateness: str = "0"):
     """Run queries on a streaming DataFrame (docs/streaming.md). Returns a `Stream`:
     `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
     columns and a `reason`) are typed streaming DataFrames;
     `sparkcep.runners.streaming.start` writes all three to files, exactly once."""
     from sparkcep.runners.streaming.pipeline import stream as spark_stream
 
-    return spark_stream(
-        streaming_df, queries, time_col=time_col, type_col=type_col, id_col=id_col,
-        time_unit=time_unit, tiebreak=tiebreak, lateness=lateness, algorithm=algorithm,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
+    return spark_stream(streaming_df, queries, options=options, lateness=lateness)
 
 
-def explain(
-    queries,
-    data=None,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-) -> str:
+@takes_options()
+def explain(queries, data=None, *, options: Options | None = None) -> str:
     """The plan of queries in words: engine, key, pushed-down filter, conditions.
 
     `data` (optional) is what the query will run on — a Spark DataFrame, its schema
@@ -161,41 +97,33 @@ def explain(
     from sparkcep.explain import explain_queries
     from sparkcep.plan.match_recognize import query_options
 
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
     return explain_queries(queries, _schema(data), query_options(queries, options))
 
 
-def funnel_local(events, query: str, **options):
+@takes_options()
+def funnel_local(events, query: str, *, options: Options | None = None):
     """A FUNNEL query over a pandas DataFrame: (per key, its furthest step; per step, the
-    number of keys that reached it). `options` are those of `run_local`."""
+    number of keys that reached it)."""
     from sparkcep.funnels import funnel_tables
 
-    run = run_local(events, query, **options)
+    run = run_local(events, query, options=options)
     return funnel_tables(run.matches, run.programs[0])
 
 
-def funnel(df, query: str, **options):
+@takes_options()
+def funnel(df, query: str, *, options: Options | None = None, partitions: int | None = None):
     """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
     number of keys that reached it), as Spark DataFrames."""
     from sparkcep.funnels import funnel_tables_spark
     from sparkcep.runners.spark.batch import run
 
-    result = run(df, query, **options)
+    result = run(df, query, options=options, partitions=partitions)
     return funnel_tables_spark(result.unordered, result.programs[0])
 
 
+@takes_options(*MATCH_RECOGNIZE_OPTIONS)
 def match_recognize(
-    df,
-    query: str,
-    *,
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    max_matches: int | None = None,
-    partitions: int | None = None,
+    df, query: str, *, options: Options | None = None, partitions: int | None = None
 ):
     """Run a `SELECT ... MATCH_RECOGNIZE (...)` query on a Spark DataFrame; returns a
     Spark DataFrame with the columns the standard gives its ROWS PER MATCH mode
@@ -204,9 +132,7 @@ def match_recognize(
     from sparkcep.plan.match_recognize import query_options
     from sparkcep.runners.spark.batch import execute
 
-    options = query_options(
-        query, Options(id_col=id_col, time_unit=time_unit, max_matches=max_matches)
-    )
+    options = query_options(query, options)
     result = execute(df, query, options, partitions=partitions)
     if result.checked.rejected_count:
         import warnings
@@ -220,14 +146,8 @@ def match_recognize(
     return result.rows
 
 
-def match_recognize_local(
-    events,
-    query: str,
-    *,
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    max_matches: int | None = None,
-):
+@takes_options(*MATCH_RECOGNIZE_OPTIONS)
+def match_recognize_local(events, query: str, *, options: Options | None = None):
     """`match_recognize` over a pandas DataFrame (or an iterable of dicts), in this process.
 
     >>> rows = [{"t": i, "price": p} for i, p in enumerate([5, 4, 3, 4, 6])]
@@ -240,9 +160,7 @@ def match_recognize_local(
     from sparkcep.plan.match_recognize import query_options
     from sparkcep.runners.local import _warn_rejected, execute_local
 
-    options = query_options(
-        query, Options(id_col=id_col, time_unit=time_unit, max_matches=max_matches)
-    )
+    options = query_options(query, options)
     return _warn_rejected(execute_local(events, query, options), "run_local")
 
 

@@ -1,11 +1,13 @@
 """The `sparkcep` command: run queries over event files, explain them, stream them.
 
-Each command builds one `Options` value from its flags (docs/api.md maps each flag to its
-Python keyword) and hands it to a runner; nothing here knows which engine answers.
+A command's option flags are made from the fields of `Options` (`option_flags`: flag, help,
+default; docs/api.md maps each flag to its Python keyword) and arrive as one `Options`
+value, which it hands to a runner; nothing here knows which engine answers.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import warnings
@@ -21,6 +23,7 @@ from sparkcep.errors import DataError, QueryError, SparkcepError, raised_in_work
 from sparkcep.language.forms import is_match_recognize
 from sparkcep.language.parser import parse_file
 from sparkcep.plan import Options
+from sparkcep.plan.model import takes_options
 
 app = typer.Typer(
     add_completion=False,
@@ -32,19 +35,6 @@ out = Console()
 
 QueryArg = Annotated[
     str, typer.Argument(help="A query file, or the query text itself (PATTERN ...).")
-]
-TimeOpt = Annotated[str, typer.Option("--time", help="Time column (integers or timestamps).")]
-TypeOpt = Annotated[str, typer.Option("--type", help="Event type column.")]
-IdOpt = Annotated[
-    str | None,
-    typer.Option("--id", help="Event id column (run: default the 0-based row number)."),
-]
-UnitOpt = Annotated[
-    str | None,
-    typer.Option("--time-unit", help="Unit of an integer time column: ms, s, us or ns."),
-]
-TieOpt = Annotated[
-    str | None, typer.Option("--tiebreak", help="Order equal-time events by this column.")
 ]
 NameOpt = Annotated[
     str | None, typer.Option("--query", help="Which named query of the file to run.")
@@ -68,51 +58,42 @@ ColumnsOpt = Annotated[
 MasterOpt = Annotated[
     str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
 ]
-AlgorithmOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--algorithm", help="An engine by name (e.g. twostep for AGG); default: the best one."
-    ),
-]
-PruneOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prune",
-        help="Match-window prunings of the engines behind match windows: none, f (filter), "
-        "fp (and partition), fpc (and necessary conditions; the default).",
-    ),
-]
-TimeUpperOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--time-upper",
-        help="Interval time: the column of each event's latest time (--time is its earliest).",
-    ),
-]
-PmfOpt = Annotated[
-    str | None,
-    typer.Option("--pmf", help="Interval time: a column of lists, a probability per point."),
-]
-MaxWidthOpt = Annotated[
-    int | None,
-    typer.Option("--max-width", help="Interval time: the largest upper - lower (U_max).", min=0),
-]
-BudgetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--memory-budget",
-        help="Memory the matches of one run (or Spark task) may hold, e.g. 2GB (default).",
-    ),
-]
-SharingOpt = Annotated[
-    str,
-    typer.Option(
-        "--sharing",
-        help="Several AGG queries: prefix (shared prefix trees), chop (also chop-connect; "
-        "whole inputs, not streams) or none.",
-    ),
-]
 
+
+def option_flags(*names: str, required: tuple[str, ...] = (), help: dict | None = None):
+    """A command's flags for the options `names`, made from their definitions in
+    `Options` (flag, help, default); the command gets them as one `options`. `help`
+    words a flag for this command."""
+    words = help or {}
+
+    def flag(name, option, kind):
+        meta = option.metadata
+        if "parse" in meta:  # the option reads its own text (a size: 2GB)
+            kind = str if name in required else str | None
+        info = typer.Option(meta["flag"], help=words.get(name, meta["help"]), min=meta.get("min"))
+        return Annotated[kind, info]
+
+    def decorate(command):
+        wrapped = takes_options(*names, required=required, annotate=flag)(command)
+        own = inspect.signature(command, eval_str=True).parameters  # typer reads the types
+        shown = inspect.signature(wrapped).parameters.values()
+        flags = [
+            own[p.name].replace(kind=p.kind) if p.name in own else p
+            for p in shown
+            if p.name != "options"
+        ]
+        wrapped.__signature__ = inspect.Signature(flags)
+        return wrapped
+
+    return decorate
+
+
+# Which options each command takes as flags (all defined in `Options`).
+READ_FLAGS = ("time_col", "type_col", "id_col", "time_unit", "tiebreak")  # how events are read
+INTERVAL_FLAGS = ("time_end_col", "pmf_col", "max_width")
+EXPLAIN_FLAGS = (*READ_FLAGS, "algorithm", "sharing", "prune", *INTERVAL_FLAGS)
+RUN_FLAGS = (*EXPLAIN_FLAGS, "max_matches", "memory_budget")
+STREAM_FLAGS = (*READ_FLAGS, *INTERVAL_FLAGS, "memory_budget")
 
 QUERY_SUFFIXES = (".cep", ".sase", ".txt", ".sql", ".query")
 
@@ -132,12 +113,6 @@ def _query_text(query: str) -> str:
     if query.lstrip().upper().startswith(starts) or is_match_recognize(query):
         return query
     raise SparkcepError(f"'{query}' is neither a query file nor a query (PATTERN ...)")
-
-
-def _budget(text: str | None) -> int | None:
-    from sparkcep.budget import parse_size
-
-    return None if text is None else parse_size(text)
 
 
 def _parsed_or_refused(path: Path) -> str:
@@ -214,6 +189,7 @@ def all_rejected(events: int, reasons: dict[str, int]) -> str:
 
 
 @app.command()
+@option_flags(*RUN_FLAGS)
 def run(
     query: QueryArg,
     input: Annotated[
@@ -230,17 +206,10 @@ def run(
         bool, typer.Option("--local", help="Run in this process with pandas, without Spark.")
     ] = False,
     master: MasterOpt = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    id_col: IdOpt = None,
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
+    options: Options | None = None,
     rejected: Annotated[
         str | None,
         typer.Option("--rejected", help="Where rejected rows go (default: next to the output)."),
-    ] = None,
-    max_matches: Annotated[
-        int | None, typer.Option("--max-matches", help="Stop after this many matches.", min=1)
     ] = None,
     count: Annotated[
         bool,
@@ -250,7 +219,6 @@ def run(
             "with --rejected).",
         ),
     ] = False,
-    memory_budget: BudgetOpt = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
@@ -259,12 +227,6 @@ def run(
         int | None,
         typer.Option("--partitions", help="Spark partitions for the matching stage.", min=1),
     ] = None,
-    algorithm: AlgorithmOpt = None,
-    sharing: SharingOpt = "prefix",
-    prune: PruneOpt = None,
-    time_upper: TimeUpperOpt = None,
-    pmf: PmfOpt = None,
-    max_width: MaxWidthOpt = None,
 ):
     """Run queries (patterns, AGG, or a file of named ones) over event files and write
     the rows."""
@@ -283,12 +245,6 @@ def run(
         check_output(rejected_path, input, "rejected file")
         if os.path.realpath(rejected_path) == os.path.realpath(output):
             raise SparkcepError(f"--rejected and --output are the same file '{output}': name two")
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, algorithm=algorithm, sharing=sharing,
-        prune=prune, memory_budget=_budget(memory_budget),
-        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
-    )  # fmt: skip
     options = _query_options(text, options)
     with err.status("starting") as status:
         if local:
@@ -557,6 +513,7 @@ def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
 
 
 @app.command()
+@option_flags(*EXPLAIN_FLAGS)
 def explain(
     query: QueryArg,
     input: Annotated[
@@ -565,32 +522,17 @@ def explain(
             "--input", "-i", help="Event data, to check names and types against its columns."
         ),
     ] = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    id_col: IdOpt = None,
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
+    options: Options | None = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
     null_value: NullOpt = None,
-    algorithm: AlgorithmOpt = None,
-    sharing: SharingOpt = "prefix",
-    prune: PruneOpt = None,
-    time_upper: TimeUpperOpt = None,
-    pmf: PmfOpt = None,
-    max_width: MaxWidthOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
     from sparkcep.explain import explain_queries
 
     text = _pick(_query_text(query), name)
     schema = valid = None
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing, prune=prune,
-        time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
-    )  # fmt: skip
     options = _query_options(text, options)
     if input is not None:
         from sparkcep.files import read_pandas
@@ -599,7 +541,9 @@ def explain(
 
         frame = read_pandas(input, **_reading(sep, columns, null_value))
         types = type_column(frame.columns, text, options)
-        valid, _ = split_valid(frame, time_col=options.time_col, type_col=types, id_col=id_col)
+        valid, _ = split_valid(
+            frame, time_col=options.time_col, type_col=types, id_col=options.id_col
+        )
         schema = schema_of(valid.drop(columns=[ROW]))
     out.print(explain_queries(text, schema, options, valid), highlight=False, markup=False)
     if input is not None:
@@ -620,6 +564,11 @@ class StreamSinks:
 
 
 @app.command()
+@option_flags(
+    *STREAM_FLAGS,
+    required=("id_col",),
+    help={"id_col": "Event id column (a stream has no row numbers)."},
+)
 def stream(
     query: QueryArg,
     input: Annotated[
@@ -639,9 +588,6 @@ def stream(
         typer.Option(
             "--checkpoint", help="Checkpoint folder: restart on it to continue exactly once."
         ),
-    ],
-    id_col: Annotated[
-        str, typer.Option("--id", help="Event id column (a stream has no row numbers).")
     ],
     trigger: Annotated[
         str,
@@ -672,27 +618,15 @@ def stream(
         typer.Option("--timeout", help="Stop after this many seconds (interval triggers)."),
     ] = None,
     master: MasterOpt = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
+    options: Options | None = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
     columns: ColumnsOpt = None,
     null_value: NullOpt = None,
-    time_upper: TimeUpperOpt = None,
-    pmf: PmfOpt = None,
-    max_width: MaxWidthOpt = None,
-    memory_budget: BudgetOpt = None,
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
     text = _pick(_query_text(query), name)
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, time_end_col=time_upper, pmf_col=pmf, max_width=max_width,
-        memory_budget=_budget(memory_budget),
-    )  # fmt: skip
     options = _query_options(text, options)
     sinks = StreamSinks(
         output,
@@ -728,12 +662,7 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
     raise_sure_csv_error(input, reading, text, options)  # a query's error needs no JVM
     spark = spark_session(master)
     source = read_stream(spark, input, max_files=max_files, checkpoint=sinks.checkpoint, **reading)
-    result = make_stream(
-        source, text, time_col=options.time_col, type_col=options.type_col,
-        id_col=options.id_col, time_unit=options.time_unit, tiebreak=options.tiebreak,
-        lateness=lateness, time_end_col=options.time_end_col, pmf_col=options.pmf_col,
-        max_width=options.max_width, memory_budget=options.memory_budget,
-    )  # fmt: skip
+    result = make_stream(source, text, options=options, lateness=lateness)
     running, writer = start(
         result, output=sinks.output, late=sinks.late, rejected=sinks.rejected,
         checkpoint=sinks.checkpoint, trigger=sinks.trigger, fmt=sinks.fmt,
@@ -789,6 +718,7 @@ def warmup():
 
 
 @app.command()
+@option_flags(*READ_FLAGS)
 def fit(
     query: QueryArg,
     input: Annotated[
@@ -809,11 +739,7 @@ def fit(
         ),
     ] = "auto",
     master: MasterOpt = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    id_col: IdOpt = None,
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
+    options: Options | None = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
 ):
@@ -828,10 +754,6 @@ def fit(
         raise SparkcepError(f"unknown --law '{law}' (use {', '.join(choices)})")
     started = time.time()
     text = _pick(_query_text(query), name)
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak,
-    )  # fmt: skip
     with err.status("fitting") as status:
         if local:
             from sparkcep.files import read_pandas
@@ -878,6 +800,7 @@ def _print_model(model: dict, output: str, seconds: float):
 
 
 @app.command("mine-rules")
+@option_flags("time_col", "type_col", "time_unit", "tiebreak")  # no ids: rules name no event
 def mine_rules(
     input: Annotated[str, typer.Option("--input", "-i", help="History: event file or folder.")],
     output: Annotated[
@@ -911,10 +834,7 @@ def mine_rules(
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="pandas only, without Spark.")] = False,
     master: MasterOpt = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
+    options: Options | None = None,
     sep: SepOpt = ",",
 ):
     """Mine episode rules from history (minimal occurrences, a Spark job) into a rule
@@ -922,7 +842,6 @@ def mine_rules(
     from sparkcep.runners.jobs.mining import MiningSettings, mine_rules, rules_file
 
     started = time.time()
-    options = Options(time_col=time_col, type_col=type_col, time_unit=time_unit, tiebreak=tiebreak)
     settings = MiningSettings(
         window=window, rule_window=rule_window or window, min_support=min_support,
         min_confidence=min_confidence, max_length=max_length, max_candidates=max_candidates,
@@ -944,6 +863,7 @@ def mine_rules(
 
 
 @app.command("evaluate-rules")
+@option_flags(*READ_FLAGS, "algorithm")
 def evaluate_rules(
     rules: Annotated[str, typer.Argument(help="A rule file.")],
     input: Annotated[str, typer.Option("--input", "-i", help="Held-out events.")],
@@ -952,12 +872,7 @@ def evaluate_rules(
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="pandas only, without Spark.")] = False,
     master: MasterOpt = None,
-    time_col: TimeOpt = "ts",
-    type_col: TypeOpt = "type",
-    id_col: IdOpt = None,
-    time_unit: UnitOpt = None,
-    tiebreak: TieOpt = None,
-    algorithm: AlgorithmOpt = None,
+    options: Options | None = None,
     sep: SepOpt = ",",
 ):
     """Precision and recall of each rule's predicted intervals on held-out events (a
@@ -967,10 +882,6 @@ def evaluate_rules(
     from sparkcep.runners.jobs.mining import overall
 
     text = _query_text(rules)
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm,
-    )  # fmt: skip
     with err.status("evaluating rules") as status:
         events, source = _rule_input(input, local, master, sep, status)
         report = evaluate(text, events, options, spark_source=source)

@@ -31,6 +31,7 @@ from sparkcep.inputs import (
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
+from sparkcep.plan.model import takes_options
 from sparkcep.prep.table import MASK
 from sparkcep.timeunits import implausible_times
 
@@ -223,23 +224,8 @@ def merge_rows(programs: list[Program], outs: list[pd.DataFrame]) -> pd.DataFram
     return rows.sort_values(QUERY, kind="stable").reset_index(drop=True)
 
 
-def run_local(
-    events,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    max_matches: int | None = None,
-    memory_budget: int | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-) -> RunResult:
+@takes_options()
+def run_local(events, queries, *, options: Options | None = None) -> RunResult:
     """Run pattern or AGG queries on `events` (a pandas DataFrame or an iterable of
     dicts); returns the rows and the rejected input rows.
 
@@ -247,32 +233,11 @@ def run_local(
     a list of them; the options are those of `sparkcep.Options` (`time_end_col`,
     `pmf_col` and `max_width` give an interval time: docs/imprecise.md).
     """
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
-        algorithm=algorithm, sharing=sharing,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
     return execute_local(events, queries, options)
 
 
-def match_local(
-    events,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    max_matches: int | None = None,
-    memory_budget: int | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-) -> pd.DataFrame:
+@takes_options()
+def match_local(events, queries, *, options: Options | None = None) -> pd.DataFrame:
     """The matches of a query in `events`, as a pandas DataFrame (docs/semantics.md).
 
     >>> import pandas as pd
@@ -284,27 +249,11 @@ def match_local(
     Rows whose time or type is missing or unreadable are left out with a warning;
     `run_local` returns them as `rejected`.
     """
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
-        algorithm=algorithm, sharing=sharing,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
     return _warn_rejected(execute_local(events, queries, options), "run_local")
 
 
-def aggregate_local(
-    events,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-) -> pd.DataFrame:
+@takes_options()
+def aggregate_local(events, queries, *, options: Options | None = None) -> pd.DataFrame:
     """Rows of AGG queries over `events` (pandas in, pandas out; docs/aggregation.md).
 
     >>> import pandas as pd
@@ -314,10 +263,6 @@ def aggregate_local(
     0   2  x      1
     1   4  x      2
     """
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
-    )  # fmt: skip
     return _warn_rejected(execute_local(events, queries, options), "run_local")
 
 

@@ -32,6 +32,7 @@ from sparkcep.inputs import ORDER_COL, REASON, ROW, duplicate_warning, text_warn
 from sparkcep.plan import Options, Plan, plan_queries
 from sparkcep.plan.columns import named_columns
 from sparkcep.plan.intervals import needs_data_width, with_data_widths
+from sparkcep.plan.model import takes_options
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.local import type_column, unknown_types
@@ -358,22 +359,12 @@ class ProgramMapper:
             yield out
 
 
+@takes_options()
 def run(
     df: DataFrame,
     queries,
     *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    max_matches: int | None = None,
-    memory_budget: int | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
+    options: Options | None = None,
     partitions: int | None = None,
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
@@ -381,69 +372,30 @@ def run(
     """Run pattern or AGG queries on a Spark DataFrame; returns the rows and the
     rejected rows (lazy). The options are those of `sparkcep.Options`; `split_cols` and
     `infer_types` come with a file source (`spark_files.read_spark(...).options()`)."""
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
-        algorithm=algorithm, sharing=sharing,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
     return execute(
         df, queries, options, partitions=partitions, split_cols=split_cols,
         infer_types=infer_types,
     )  # fmt: skip
 
 
+@takes_options()
 def match(
-    df: DataFrame,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    max_matches: int | None = None,
-    memory_budget: int | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-    partitions: int | None = None,
+    df: DataFrame, queries, *, options: Options | None = None, partitions: int | None = None
 ) -> DataFrame:
     """The matches of `query` in the Spark DataFrame `df`, as a Spark DataFrame.
 
     Without `id_col`, ids are 0-based row numbers in the DataFrame's order. Rejected rows
     are counted in a warning; `sparkcep.runners.spark.run` returns them.
     """
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, max_matches=max_matches, memory_budget=memory_budget,
-        algorithm=algorithm, sharing=sharing,
-        time_end_col=time_end_col, pmf_col=pmf_col, max_width=max_width,
-    )  # fmt: skip
     return _warn_rejected(execute(df, queries, options, partitions=partitions))
 
 
+@takes_options()
 def aggregate(
-    df: DataFrame,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    algorithm: str | None = None,
-    sharing: str = "prefix",
-    partitions: int | None = None,
+    df: DataFrame, queries, *, options: Options | None = None, partitions: int | None = None
 ) -> DataFrame:
     """Rows of AGG queries (one text, a list, or a file's named queries) over `df`, one
     per trigger event (docs/aggregation.md); with several queries a `query` column."""
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, sharing=sharing,
-    )  # fmt: skip
     return _warn_rejected(execute(df, queries, options, partitions=partitions))
 
 

@@ -55,6 +55,7 @@ from sparkcep.inputs import CORRUPT, ORDER_COL, OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.plan.intervals import require_widths
+from sparkcep.plan.model import STREAM_OPTIONS, takes_options
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.spark.batch import named, output_schema, pandas_ready
 from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
@@ -166,31 +167,14 @@ class Stream:
         return self.rows.filter(F.col(KIND) == kind).select(*cols, F.col(REASON))
 
 
+@takes_options(*STREAM_OPTIONS, required=("id_col",))
 def stream(
-    sdf: DataFrame | StreamSource,
-    queries,
-    *,
-    time_col: str = "ts",
-    type_col: str = "type",
-    id_col: str | None = None,
-    time_unit: str | None = None,
-    tiebreak: str | None = None,
-    lateness: str = "0",
-    algorithm: str | None = None,
-    time_end_col: str | None = None,
-    pmf_col: str | None = None,
-    max_width: int | None = None,
-    memory_budget: int | None = None,
+    sdf: DataFrame | StreamSource, queries, *, options: Options | None = None, lateness: str = "0"
 ) -> Stream:
     """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
     `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
     to files, exactly once. An integer time column needs its `time_unit` when the
     window or the lateness has a unit."""
-    options = Options(
-        time_col=time_col, type_col=type_col, id_col=id_col, time_unit=time_unit,
-        tiebreak=tiebreak, algorithm=algorithm, time_end_col=time_end_col, pmf_col=pmf_col,
-        max_width=max_width, memory_budget=memory_budget,
-    )  # fmt: skip
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
     # An event-time timeout wakes every key with state when the watermark moves, to
     # release what it has passed.
