@@ -20,6 +20,7 @@ from sparkcep.runners.local import run_local
 
 BIG = 2**53 + 1  # ids above 2^53: not a float64
 SECOND = 1_000_000  # ticks of a timestamp
+BASE = 1_700_000_000_000  # integer times are in ms: a stream's watermark moves by the tick
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,12 @@ class Probe:
         return oracle(frame, self.plans, key=self.key, tiebreak=self.tiebreak, checks=checks)
 
     def run_options(self) -> dict:
-        return {"algorithm": self.engine, "id_col": "id", "tiebreak": self.tiebreak}
+        return {
+            "algorithm": self.engine,
+            "id_col": "id",
+            "tiebreak": self.tiebreak,
+            "time_unit": "ms",
+        }
 
 
 # Unkeyed queries with a window: Spark cuts them into time ranges (reach 5 or 3 ticks
@@ -97,12 +103,12 @@ def probe_engines():
 
 
 def nasty(n_keys: int = 3, run: int = 1) -> pd.DataFrame:
-    """Events at the borders of Spark's time ranges (0..99 in 4 ranges of 25 ticks, reach 5
+    """Events at the borders of Spark's time ranges (BASE + 0..99 in 4 ranges of 25 ticks, reach 5
     before and 3 after), ties broken by `seq` then id, ids above 2^53 out of time order,
     rows the row check rejects (v negative or null), types no query names, keys (`run`
     events in a row of each)."""
     times = [0, 1, 4, 5, 6, 19, 20, 20, 21, 23, 24, 25, 25, 25, 26, 27, 29, 30, 44, 45, 47]
-    times += [48, 49, 50, 50, 51, 52, 55, 70, 73, 74, 75, 75, 76, 77, 80, 96, 99]
+    times += [48, 49, 50, 50, 51, 52, 55, 70, 73, 74, 75, 75, 76, 77, 80, 96, 98, 99]
     n = len(times)
     types = ["A", "B", "C", "A", "D", "B", "C", "A", "B", "C"]
     v = [1.0] * n
@@ -111,7 +117,7 @@ def nasty(n_keys: int = 3, run: int = 1) -> pd.DataFrame:
         {
             "id": [BIG + 2 * ((i * 7) % n) for i in range(n)],
             "type": [types[i % len(types)] for i in range(n)],
-            "ts": times,
+            "ts": [BASE + t for t in times],
             "k": [(i // run) % n_keys for i in range(n)],
             "v": v,
             "seq": [(i * 5) % 3 for i in range(n)],
@@ -122,7 +128,7 @@ def nasty(n_keys: int = 3, run: int = 1) -> pd.DataFrame:
 def timestamped(frame: pd.DataFrame) -> pd.DataFrame:
     """The same events in timestamps, a second a tick."""
     start = pd.Timestamp("2024-03-01 12:00:00")
-    return frame.assign(ts=start + pd.to_timedelta(frame["ts"], unit="s"))
+    return frame.assign(ts=start + pd.to_timedelta(frame["ts"] - BASE, unit="s"))
 
 
 def seconds(probe: Probe) -> Probe:
@@ -259,6 +265,7 @@ def stream_rows(spark, probe: Probe, frame: pd.DataFrame, tmp: Path, files: int 
     )  # fmt: skip
     query.awaitTermination()
     assert writer.totals["late"] == 0 and writer.totals["batches"] > files  # one a file
+    assert len(list((tmp / "out").glob("batch-*"))) > 1  # rows at several watermarks
     out = pd.DataFrame(read_rows(tmp / "out"), columns=[c.name for c in result.program.output])
     if frame["ts"].dtype.kind == "M":
         out["time"] = pd.to_datetime(out["time"]).dt.tz_localize(None)
