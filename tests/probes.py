@@ -108,7 +108,10 @@ class ProbeProgram(Program):
         if not len(events):
             return self.empty(events)
         state["latest"] = int(ticks.max())
-        values = lambda cols: list(zip(*[events[c].tolist() for c in cols]))  # noqa: E731
+
+        def values(cols):  # a missing key as None (pandas' NA is not equal to itself)
+            return list(zip(*[[None if pd.isna(x) else x for x in events[c]] for c in cols]))
+
         segs = values(self.segments_of(events)) or [()] * len(events)
         keys = values(self.segment_cols) or [()] * len(events)
         times = events[self.options.time_col]

@@ -173,6 +173,24 @@ def test_local_rows_of_several_programs_keep_each_querys_order():
     assert rows == UNKEYED.expected(frame)[0]
 
 
+def without_keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """Some events without their key: they are in no partition (docs/semantics.md)."""
+    frame = frame.assign(k=frame["k"].astype("Int64"))
+    frame.loc[[2, 5, 9], "k"] = pd.NA
+    return frame
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the local runner gives a program the events whose key is missing (a segment "
+    "of their own); Spark drops them before the program",
+)
+def test_local_events_without_their_key_reach_no_program():
+    frame = without_keys(nasty())
+    rows, rejected = local_rows(KEYED, frame)
+    assert (rows, rejected) == KEYED.expected(frame)
+
+
 def test_local_runner_keeps_typed_ids_and_timestamps():
     probe = seconds(TOGETHER)
     frame = timestamped(nasty())
@@ -226,7 +244,7 @@ def spark_rows(spark, probe: Probe, frame: pd.DataFrame, partitions: int = 4):
 @pytest.mark.filterwarnings("ignore:the query has neither a key nor a window")
 def test_spark_batch_gives_the_probes_rows(spark):
     """Unkeyed queries in time ranges and in one partition, keyed ones: one job."""
-    frame = nasty()
+    frame = without_keys(nasty())
     result, rows, rejected = spark_rows(spark, probe_of("p1 p2 p3 p4 p5"), frame)
     assert "time ranges" in result.layout and "one partition" in result.layout
     expected = UNKEYED.expected(frame)
@@ -237,7 +255,7 @@ def test_spark_batch_gives_the_probes_rows(spark):
     assert [r[:1] + r[2:] for r in by_query if r[0] in ("p4", "p5")] == sorted(
         (r[:1] + r[2:] for r in keyed), key=lambda r: (r[0], r[2], r[1])
     )
-    probe, stamped = seconds(TOGETHER), timestamped(frame)
+    probe, stamped = seconds(TOGETHER), timestamped(nasty())
     _, rows, _ = spark_rows(spark, probe, stamped)
     assert rows == probe.expected(stamped)[0]
 
