@@ -236,8 +236,8 @@ def oracle(
     used). `plans`: (name, the types it sees or None for all, before, after). A row is
     (name, key value or None, id, ts, earlier ids, later ids), sorted as the output."""
     events = frame.to_dict("records")
-    missing = [e["id"] for e in events if checks and not (e["v"] is not None and e["v"] >= 0)]
-    events = [e for e in events if e["id"] not in set(missing)]
+    rejected = [e["id"] for e in events if checks and not (e["v"] is not None and e["v"] >= 0)]
+    events = [e for e in events if e["id"] not in set(rejected)]
     if key is not None:  # a row without its key is in no partition
         events = [e for e in events if not pd.isna(e[key])]
 
@@ -262,7 +262,7 @@ def oracle(
             ]
             rows.append((name, e[key] if key else None, e["id"], e["ts"], earlier, later))
     rows.sort(key=lambda r: (r[0] or "", r[1] if key else 0, r[3], r[2]))
-    return rows, sorted(missing)
+    return rows, sorted(rejected)
 
 
 def as_rows(frame: pd.DataFrame, key: str | None = None) -> list[tuple]:
