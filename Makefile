@@ -1,13 +1,14 @@
 # sparkcep: two commands for a fresh machine with Python 3.11 and Java 17.
 #   make demo   - set up .venv, run the main job on a bundled example through Spark local mode
-#   make test   - set up .venv with the dev tools, run the whole test suite
+#   make test   - set up .venv with the dev tools, run the test suite (about 8 minutes)
+#   make test-all - the same, with the slow tests too (whole processes, every engine example on Spark)
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test test-all lint format bench clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -31,6 +32,9 @@ demo: $(STAMP)
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest
+
+test-all: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m "slow or not slow"
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

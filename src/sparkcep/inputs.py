@@ -85,7 +85,8 @@ def split_valid(
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
     if time_col == ORDER_COL:
         frame[ORDER_COL] = frame[ROW]
-    reason = pd.Series(None, index=frame.index, dtype=object)
+    # a numpy array: pandas' masked assignment costs milliseconds each, on any size
+    reason = np.full(len(frame), None, dtype=object)
     time, bad_time, out_of_range = _parse_time(frame[time_col])
     missing_time = frame[time_col].isna().to_numpy()
     reason[missing_time] = f"{time_col} is missing"
@@ -98,13 +99,13 @@ def split_valid(
         missing_type = (codes < 0) | np.where(
             codes >= 0, blank[codes] if len(blank) else False, False
         )
-        reason[missing_type & reason.isna().to_numpy()] = f"{type_col} is missing"
+        reason[missing_type & pd.isna(reason)] = f"{type_col} is missing"
     if id_col is not None:  # an event without an id cannot be named in a match
-        reason[frame[id_col].isna().to_numpy() & reason.isna().to_numpy()] = f"{id_col} is missing"
+        reason[frame[id_col].isna().to_numpy() & pd.isna(reason)] = f"{id_col} is missing"
     if READ_REASON in frame:  # set by files.read_pandas: comes first, as in Spark
-        read = frame.pop(READ_REASON)
-        reason = read.where(read.notna(), reason)
-    bad = reason.notna().to_numpy()
+        read = frame.pop(READ_REASON).to_numpy(dtype=object)
+        reason = np.where(pd.notna(read), read, reason)
+    bad = pd.notna(reason)
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
     valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")

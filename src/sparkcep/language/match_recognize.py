@@ -20,7 +20,7 @@ What the clauses mean, and the standard's restrictions, are checked by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 
 from lark import Lark, Token, Transformer, v_args
@@ -350,6 +350,7 @@ def _lark() -> Lark:
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
+@lru_cache(maxsize=256)  # an immutable value: a text parsed before is not parsed again
 def parse_match_recognize(text: str) -> MrQuery:
     """Parse one `SELECT ... MATCH_RECOGNIZE (...)` query."""
     if not text.strip():

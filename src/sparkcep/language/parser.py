@@ -6,7 +6,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -732,7 +732,14 @@ def _syntax_error(text: str, error: UnexpectedInput, parser: Lark | None = None)
 
 
 def parse_file(text: str) -> list[ast.Query]:
-    """Parse a query file: one query, or several `QUERY name: ...;` queries."""
+    """Parse a query file: one query, or several `QUERY name: ...;` queries. A text
+    parsed before is not parsed again (queries are immutable values): a notebook, a test
+    or a stream that runs one query many times pays for its parse once."""
+    return list(_parse_file(text))
+
+
+@lru_cache(maxsize=256)
+def _parse_file(text: str) -> tuple[ast.Query, ...]:
     if not text.strip():
         raise QueryError("the query is empty", text, ast.Span(1, 1, 1, 2))
     try:
@@ -749,7 +756,7 @@ def parse_file(text: str) -> list[ast.Query]:
         raise
     for query in queries:
         _check_expr_depth(query, text)
-    return queries
+    return tuple(queries)
 
 
 def _too_deep(text: str, span: ast.Span) -> QueryError:
