@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sparkcep.engines.base import QUERY, Engine, OutputColumn, Program, RowCheck
+from sparkcep.engines.base import Engine, Program, RowCheck
+from sparkcep.engines.output import QUERY, OutputColumn
 from sparkcep.language import ast as qast
 
 NEGATIVE = "v is negative"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from probes import NEGATIVE, ProbeEngine, as_rows, oracle
 
-from sparkcep.engines.base import ENGINES, register
+from sparkcep.engines.registry import register, unregister
 from sparkcep.runners.local import run_local
 
 BIG = 2**53 + 1  # ids above 2^53: not a float64
@@ -95,7 +95,7 @@ def probe_engines():
         register(ProbeEngine(name, **switches))
     yield
     for name in names:
-        del ENGINES[name]
+        unregister(name)
     cloudpickle.unregister_pickle_by_value(probes)
 
 
@@ -304,7 +304,7 @@ def test_stream_gives_the_probes_rows_keys_apart(spark, tmp_path):
 def test_stream_gives_the_probes_rows_keys_together(spark, tmp_path):
     from pyspark.sql import functions as F
 
-    from sparkcep.runners.streaming import BUCKETS
+    from sparkcep.runners.streaming.pipeline import BUCKETS
 
     probe, frame = seconds(TOGETHER), timestamped(nasty(n_keys=9, run=3))
     # Keys of one bucket share a state: here 0 and 6, 1 and 8 (a stream's hash of the key).
