@@ -333,6 +333,23 @@ def test_queries_run_together_may_not_give_one_column_two_types():
     assert (raised.value.line, raised.value.column) == (1, 18)
 
 
+def test_queries_of_different_programs_may_not_give_one_column_a_list_and_a_value():
+    """Queries with other keys run in other programs, whose rows still make one table: a
+    Kleene variable in one and a single one of one name in the other is the query error
+    (pandas would mix lists and numbers in one column; Spark could not union them)."""
+    from sparkcep.runners.local import run_local
+
+    events = [{"type": "A", "ts": 1, "k": 0}, {"type": "B", "ts": 2, "k": 0}]
+    text = (
+        "QUERY q1: PATTERN SEQ(A a, B+ b[]) WHERE [k] WITHIN 5;\n"
+        "QUERY q2: PATTERN SEQ(A a, B b) WITHIN 5;"
+    )
+    with pytest.raises(QueryError, match="the column 'b' different types") as raised:
+        run_local(events, text)
+    assert "(in q2 and q1)" in raised.value.message
+    assert (raised.value.line, raised.value.column) == (1, 18)  # q2's variable b
+
+
 def test_queries_run_together_keep_each_column_type():
     """A query's columns are null in another query's rows, lists and exact integers alike
     (pandas alone would make the ids floats and the list NaN)."""

@@ -134,7 +134,42 @@ def compile_jobs(
         chosen[key] = engine
     several = len(plans) > 1 or any(n is not None for n in names)
     labels = [n or f"q{i + 1}" for i, n in enumerate(names)] if several else list(names)
-    return [
+    programs = [
         chosen[key].compile([plans[i] for i in idx], [labels[i] for i in idx], options)
         for key, idx in groups.items()
     ]
+    _check_outputs_agree(programs)
+    return programs
+
+
+def _check_outputs_agree(programs: list[Program]) -> None:
+    """Queries run together in different programs (other keys, other engines) may not give
+    one column a list in one and a value in the other: their rows are one table (Spark
+    cannot union them; pandas would mix lists and numbers in one column). Each program
+    checks its own queries (`engines.output.merged_output`); this checks across them."""
+    seen: dict[str, tuple[bool, str]] = {}  # column -> (is a list, the query that made it)
+    for program in programs:
+        for col in program.output:
+            plan, name = _maker(program, col.name)
+            if col.name not in seen:
+                seen[col.name] = (col.is_list, name)
+            elif seen[col.name][0] != col.is_list:
+                message = (
+                    f"queries run together give the column '{col.name}' different types "
+                    f"(in {name} and {seen[col.name][1]}): name it differently in one of them"
+                )
+                if hasattr(plan, "error") and hasattr(plan, "span_of"):
+                    raise plan.error(message, plan.span_of(col.name))
+                raise SparkcepError(message)
+
+
+def _maker(program: Program, column: str) -> tuple[Plan, str]:
+    """The first of a program's queries that names `column` (its RETURN item or its
+    variable), and its name."""
+    names = program.names or (None,) * len(program.plans)
+    for plan, name in zip(program.plans, names):
+        span_of = getattr(plan, "span_of", None)
+        query = getattr(plan, "query", None)
+        if span_of is not None and query is not None and span_of(column) != query.span:
+            return plan, name or "the query"
+    return program.plans[0], names[0] or "the query"
