@@ -247,7 +247,7 @@ def _read_csv(
 
 # Cells pandas' reader would read as numbers where Spark's checks do not (docs/input.md):
 # a number written with a leading zero (its column stays text) and 'nan' (no number).
-# Their columns are read as text and typed by the checks (inputs.numeric_columns).
+# Their columns are read as text and typed by the checks (inputs.typed_columns).
 KEEP_TEXT = rf"(?:{LEADING_ZERO}|^\s*[+-]?(?i:nan)\s*$)"
 
 

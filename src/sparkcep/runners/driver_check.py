@@ -6,16 +6,14 @@ the column types Spark's checking pass would give them; the matching and writing
 Spark as for any input. The summary, the rejected rows and the output are those of the
 full Spark path (docs/input.md).
 
-Only where the local reader reads as Spark does: CSV (any separator, --columns), with
-every column the queries read judged as Spark judges it. A column Spark would type
-otherwise (booleans, timestamps other than the time column, a column of integers with a
-few decimals), another format, --pmf, or any error sends the run to the full path.
+Only where the local reader reads as Spark does: CSV (any separator, --columns), whose
+text columns both type by the one rule (`input_types.choose_kind`). Another format,
+--pmf, or any error sends the run to the full path.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -24,22 +22,12 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.files import data_bytes, input_files, read_pandas
-from sparkcep.inputs import (
-    CORRUPT,
-    NULL_TOKENS,
-    NUMERIC_SHARE,
-    READ_REASON,
-    REASON,
-    ROW,
-    TIMESTAMP_TEXT,
-)
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON, REASON, ROW
 from sparkcep.plan import Options
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
 
 ENV = "SPARKCEP_DRIVER_CHECK_BYTES"
 DEFAULT_BYTES = 2**20  # the light driver's tiny input (spark_session.TINY_INPUT_BYTES)
-INTEGER = re.compile(r"^\s*[+-]?[0-9]+\s*$")
-TIMESTAMP = re.compile(TIMESTAMP_TEXT)
 
 
 def driver_check_bytes() -> int:
@@ -146,8 +134,6 @@ def _checked(path, reading, queries, options: Options, limit: int) -> DriverChec
     read = named_columns(queries, columns, options)
     typed = {c for c in columns if read is None or c in read} - {options.time_col, type_col}
     events = check_events(frame, queries, options, typed=typed)
-    if any(_typed_otherwise(frame, events.valid, c) for c in typed):
-        return None
     sep, nulls = reading.get("sep", ","), tuple(reading.get("null_values") or ())
     types = None
     if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
@@ -181,31 +167,11 @@ def _malformed_cells(
     return rows
 
 
-def _typed_otherwise(frame: pd.DataFrame, valid: pd.DataFrame, col: str) -> bool:
-    """Whether Spark's checking pass would give the column another type than the local
-    checks did: integers with a few decimals (Spark: integers, the decimals rejected),
-    booleans, or text that may be timestamps."""
-    cells = frame[col]
-    if CORRUPT in frame.columns:  # a malformed row's cells are not values read
-        cells = cells[frame[CORRUPT].isna()]
-    present = cells.dropna().astype(str)
-    if not len(present):
-        return False
-    kind = valid[col].dtype.kind if col in valid.columns else "O"
-    if kind == "f":
-        integers = int(present.map(lambda v: bool(INTEGER.match(v))).sum())
-        return integers >= NUMERIC_SHARE * len(present)
-    if kind != "O":
-        return False
-    if present.str.lower().isin(("true", "false")).all():
-        return True
-    return bool(present.map(lambda v: bool(TIMESTAMP.match(v))).all())
-
-
 def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, dict]:
     """The valid rows as the Spark runner takes them (the input's columns, the row
     number when ids are row numbers, the time in ticks in TICKS and in the time
-    column) and each column's Spark type by name."""
+    column) and each column's Spark type by name; a column of timestamps holds them
+    in microseconds (as ticks: no time zone on the way into Spark)."""
     from sparkcep.prep.table import TICKS
 
     valid = checked.events.valid
@@ -213,7 +179,8 @@ def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, di
     names = [*checked.columns, *([] if checked.id_col else [ROW])]
     out = valid[names].assign(**{time_col: ticks, TICKS: ticks})
     kinds = {c: _kind(out[c]) for c in out.columns}
-    return out.reset_index(drop=True), kinds
+    stamps = {c: _micros(out[c]) for c, k in kinds.items() if k == "timestamp"}
+    return out.assign(**stamps).reset_index(drop=True), kinds
 
 
 def tick_range(checked: DriverChecked, time_col: str) -> tuple[int | None, int | None]:
@@ -230,9 +197,17 @@ def _ticks(time: pd.Series) -> np.ndarray:
     return time.to_numpy(dtype=np.int64)
 
 
+def _micros(time: pd.Series) -> pd.Series:
+    """Timestamps as microseconds (nulls kept)."""
+    micros = time.to_numpy(dtype="datetime64[us]").astype(np.int64)
+    return pd.Series(pd.array(micros, dtype="Int64"), index=time.index).where(time.notna())
+
+
 def _kind(col: pd.Series) -> str:
     """The Spark type (a name for `spark_rows.spark_type`) of a column of valid rows."""
     kind = col.dtype.kind
+    if kind == "M":
+        return "timestamp"
     if kind in "iu":
         return "int"
     if kind == "f":

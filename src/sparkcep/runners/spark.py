@@ -195,8 +195,13 @@ def execute_driver_checked(
     rows, kinds = valid_frame(checked, time_col)
     ticks = checked.events.valid[time_col]
     time_kind = "timestamp" if pd.api.types.is_datetime64_any_dtype(ticks.dtype) else "int"
-    schema = T.StructType([T.StructField(c, spark_type(k)) for c, k in kinds.items()])
+    stamps = [c for c, k in kinds.items() if k == "timestamp"]  # in microseconds
+    schema = T.StructType(
+        [T.StructField(c, spark_type("int" if c in stamps else k)) for c, k in kinds.items()]
+    )
     valid = spark.createDataFrame(rows, schema)
+    for c in stamps:
+        valid = valid.withColumn(c, F.timestamp_micros(F.col(f"`{c}`")))
     if time_kind == "timestamp":
         valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
     events = checked.events
