@@ -1,5 +1,5 @@
 """A small input checked in the driver (issue 16 §3: no Spark job that the answer does not
-need). Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run`
+need). Below `driver_check_bytes()` of CSV (unpacked: `InputSource.size`), `sparkcep run`
 reads and checks the rows in the driver with the local runner's reader and checks
 (`runners.local.check_events`), while the JVM starts, and hands Spark the valid rows with
 the column types Spark's checking pass would give them; the matching and writing run on
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError
-from sparkcep.files import data_bytes, input_files, read_pandas
+from sparkcep.files import InputSource, read_pandas
 from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON, REASON, ROW
 from sparkcep.plan import Options
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
@@ -50,28 +50,27 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def where_checked(path: str, options: Options) -> str:
+def where_checked(source: InputSource, options: Options) -> str:
     """Where `sparkcep run` through Spark checks the rows of this input, in words (for
     `explain`): in the driver, or by Spark's checking pass, and why."""
     limit = driver_check_bytes()
-    why = full_path_reason(path, options, limit)
+    why = full_path_reason(source, options, limit)
     if why is None:
         return f"in the driver by a Spark run (CSV under {size_text(limit)})"
     return f"by Spark's checking pass ({why})"
 
 
-def full_path_reason(path: str, options: Options, limit: int) -> str | None:
+def full_path_reason(source: InputSource, options: Options, limit: int) -> str | None:
     """Why a Spark run over this input takes Spark's checking pass (the format, --pmf,
     the limit, the size unpacked, as the session's settings count it), or None when the
     driver may check it."""
-    files, fmt = input_files(path)
+    fmt = source.fmt
     if fmt != "csv" or options.pmf_col is not None:
         return f"{fmt} input" if fmt != "csv" else "--pmf"
     if limit == 0:
         return f"{ENV}=0"
-    size = data_bytes(files)
-    if size >= limit:
-        return f"{size:,} bytes, not under {size_text(limit)}"
+    if source.size >= limit:
+        return f"{source.size:,} bytes, not under {size_text(limit)}"
     return None
 
 
@@ -104,20 +103,20 @@ class DriverChecked:
         return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
 
 
-def check_in_driver(path: str, reading: dict, queries, options: Options) -> DriverChecked | None:
+def check_in_driver(source: InputSource, queries, options: Options) -> DriverChecked | None:
     """The input checked in the driver, or None when it takes the full Spark path (too
     large, a format or a column Spark reads otherwise, or an error: the full path
     reports it as it always has)."""
     limit = driver_check_bytes()
     try:
-        if full_path_reason(path, options, limit) is not None:
+        if full_path_reason(source, options, limit) is not None:
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # pyspark's own notes (the session may be starting in another thread) are
             # not the user's, as in cli.main
             warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
-            checked = _checked(path, reading, queries, options, limit)
+            checked = _checked(source, queries, options, limit)
         if checked is not None:
             checked.caught = [str(w.message) for w in caught]
         return checked
@@ -125,16 +124,16 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
         return None
 
 
-def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
+def _checked(source: InputSource, queries, options: Options, limit: int) -> DriverChecked | None:
     from sparkcep.runners.spark import named_columns
 
-    frame = read_pandas(path, text=True, **reading)
+    frame = read_pandas(source, text=True)
     columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
     type_col = type_column(frame.columns, queries, options)
     read = named_columns(queries, columns, options)
     typed = {c for c in columns if read is None or c in read} - {options.time_col, type_col}
     events = check_events(frame, queries, options, typed=typed)
-    sep, nulls = reading.get("sep", ","), tuple(reading.get("null_values") or ())
+    sep, nulls = source.sep, source.null_values
     types = None
     if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
         filled = _malformed_cells(frame, columns, sep, nulls) if CORRUPT in frame else frame
