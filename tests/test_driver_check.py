@@ -253,3 +253,31 @@ def test_explain_says_where_a_spark_run_checks_the_rows(capsys, monkeypatch, tmp
     assert said(events) == "rows checked by Spark's checking pass (16 bytes, not under 16 bytes)"
     monkeypatch.setenv(ENV, "0")
     assert said(events) == f"rows checked by Spark's checking pass ({ENV}=0)"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_run_resolves_its_input_once(spark, capsys, monkeypatch, tmp_path, way):
+    """A Spark run lists its input's files, sizes them, checks their header and reads
+    their first rows once (files.InputSource), whichever way it checks the rows."""
+    from sparkcep import files
+
+    calls: dict[str, int] = {}
+
+    def counted(name):
+        real = getattr(files, name)
+
+        def call(*a, **k):
+            calls[name] = calls.get(name, 0) + 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(files, name, call)
+
+    for name in ("input_files", "data_bytes", "check_headers", "csv_head"):
+        counted(name)
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type,v\n1,A,1\n2,B,2\n3,B,0\n")
+    done = run_way(capsys, monkeypatch, way, tmp_path, "PATTERN SEQ(A a, B b) WITHIN 5", "-i", path)
+    assert (DRIVER in done["mode"]) == (way == "d")
+    assert [(r["a"], r["b"]) for r in done["rows"]] == [(0, 1), (0, 2)]
+    assert calls == {"input_files": 1, "data_bytes": 1, "check_headers": 1, "csv_head": 1}

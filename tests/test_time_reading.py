@@ -177,7 +177,7 @@ def text_column(draw) -> list[str]:
     return cells + draw(st.lists(others, max_size=draw(st.sampled_from([0, 0, 1, 3, 10]))))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(cells=text_column())
 def test_pandas_and_the_first_rows_count_a_text_column_alike(cells):
     """The pandas reader's vectorised counts and the first rows' counts in Python are the
