@@ -813,7 +813,7 @@ def fit(
     delay law (read back with USING MODEL 'MODEL.json')."""
     import json
 
-    from sparkcep.runners.fit import fit_model, fit_model_local, fitting_kernel
+    from sparkcep.runners.fit import fit_file, fit_model_local, fitting_kernel
 
     choices = fitting_kernel().LAW_CHOICES
     if law not in choices:
@@ -831,13 +831,14 @@ def fit(
             status.update("reading " + input)
             model = fit_model_local(read_pandas(input, sep=sep), text, options, law=law)
         else:
+            from sparkcep.files import InputSource
             from sparkcep.runners.spark import spark_session
-            from sparkcep.runners.spark_files import read_spark
 
+            source = InputSource.of(input, sep=sep)
             status.update("starting Spark")
-            source = read_spark(spark_session(master), input, sep=sep)
+            spark = spark_session(master)
             status.update("matching the history")
-            model = fit_model(source.df, text, options, law=law)
+            model = fit_file(spark, source, text, options, law=law)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(json.dumps(model, indent=2) + "\n")
     _print_model(model, output, time.time() - started)
