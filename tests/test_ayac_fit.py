@@ -152,12 +152,20 @@ def test_fit_warns_of_repeated_reads(tmp_path):
 
 
 @pytest.mark.spark
-def test_fit_recovers_the_parameters_on_spark(spark):
-    """The Spark job gives the local fit's model (one history, with edges, to keep it fast)."""
-    from sparkcep.runners.jobs.fit import fit_model
+@pytest.mark.parametrize("given", ["dataframe", "file"])
+def test_fit_recovers_the_parameters_on_spark(spark, tmp_path, given):
+    """The Spark job gives the local fit's model (one history, with edges, to keep it
+    fast), from a DataFrame or from a file (run as `sparkcep fit` runs it: run_file)."""
+    from sparkcep.files import InputSource
+    from sparkcep.runners.jobs.fit import fit_file, fit_model
 
     edges = cut_history()
-    model = fit_model(spark.createDataFrame(edges), EDGE_QUERY, Options(time_unit="ms"))
+    if given == "file":
+        edges.to_csv(tmp_path / "history.csv", index=False)
+        source = InputSource.of(str(tmp_path / "history.csv"))
+        model = fit_file(spark, source, EDGE_QUERY, Options(time_unit="ms"))
+    else:
+        model = fit_model(spark.createDataFrame(edges), EDGE_QUERY, Options(time_unit="ms"))
     check_edges(model)
     local = fit_model_local(edges, EDGE_QUERY, Options(time_unit="ms"))
     for var in ("x", "y", "z"):

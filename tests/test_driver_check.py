@@ -173,17 +173,18 @@ def test_checks_give_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, ca
         assert any("column 'm' is read as text" in w for w in driver["warnings"])
 
 
-SPARK_TYPES_OTHERWISE = {
-    # Spark's checking pass types these columns otherwise than the local checks: the
-    # run takes the full path (and its answer).
+TYPED_BY_THE_ONE_RULE = {
+    # Columns of other types than numbers and text, typed in the driver as Spark's
+    # checking pass types them (input_types.choose_kind), and so in --local too.
     # true = TRUE as booleans, not as text
     "booleans": ("ts,type,ok\n1,A,true\n2,B,false\n3,B,TRUE\n", "b.ok = a.ok", [(0, 2)]),
+    # timestamps compare as instants: 10:00+01:00 is before 2026-01-01 09:30 (UTC)
     "timestamps": (
-        "ts,type,due\n1,A,2026-01-01\n2,B,2025-01-01\n3,B,2027-01-01\n",
+        "ts,type,due\n1,A,2026-01-01 10:00+01:00\n2,B,2025-01-01\n3,B,2026-01-01 09:30\n",
         "b.due > a.due",
         [(0, 2)],
     ),
-    # 10 integers and a decimal: Spark reads integers and rejects the decimal's row.
+    # 10 integers and a decimal: integers, and the decimal's row is rejected.
     "integers_and_a_decimal": (
         "ts,type,n\n" + "".join(f"{i},B,{i}\n" for i in range(1, 11)) + "0,A,0.5\n",
         "b.n > a.n",
@@ -193,19 +194,24 @@ SPARK_TYPES_OTHERWISE = {
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", list(SPARK_TYPES_OTHERWISE))
-def test_columns_spark_types_otherwise_take_the_full_path(
+@pytest.mark.parametrize("case", list(TYPED_BY_THE_ONE_RULE))
+def test_columns_typed_by_the_one_rule_are_checked_in_the_driver(
     spark, capsys, monkeypatch, tmp_path, case
 ):
-    data, condition, pairs = SPARK_TYPES_OTHERWISE[case]
+    data, condition, pairs = TYPED_BY_THE_ONE_RULE[case]
     path = tmp_path / "e.csv"
     path.write_text(data)
     query = f"PATTERN SEQ(A a, B b) WHERE {condition} WITHIN 20"
-    done = run_way(capsys, monkeypatch, "d", tmp_path, query, "-i", path)
-    assert DRIVER not in done["mode"]
-    if case == "integers_and_a_decimal":
-        assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
-    assert sorted((r["a"], r["b"]) for r in done["rows"]) == pairs
+    driver, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path)
+    assert DRIVER in driver["mode"]
+    local = tmp_path / "local.jsonl"
+    code, _, err = sparkcep(capsys, "run", query, "-i", path, "-o", local, "--local")
+    assert code == 0, err
+    rejected = jsonl(tmp_path / "local.rejected.jsonl") or []
+    for done in (driver, {"rows": jsonl(local), "rejected": rejected}):
+        if case == "integers_and_a_decimal":
+            assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
+        assert sorted((r["a"], r["b"]) for r in done["rows"]) == pairs
 
 
 @pytest.mark.spark
@@ -247,3 +253,31 @@ def test_explain_says_where_a_spark_run_checks_the_rows(capsys, monkeypatch, tmp
     assert said(events) == "rows checked by Spark's checking pass (16 bytes, not under 16 bytes)"
     monkeypatch.setenv(ENV, "0")
     assert said(events) == f"rows checked by Spark's checking pass ({ENV}=0)"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_run_resolves_its_input_once(spark, capsys, monkeypatch, tmp_path, way):
+    """A Spark run lists its input's files, sizes them, checks their header and reads
+    their first rows once (files.InputSource), whichever way it checks the rows."""
+    from sparkcep import files
+
+    calls: dict[str, int] = {}
+
+    def counted(name):
+        real = getattr(files, name)
+
+        def call(*a, **k):
+            calls[name] = calls.get(name, 0) + 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(files, name, call)
+
+    for name in ("input_files", "data_bytes", "check_headers", "csv_head"):
+        counted(name)
+    path = tmp_path / "e.csv"
+    path.write_text("ts,type,v\n1,A,1\n2,B,2\n3,B,0\n")
+    done = run_way(capsys, monkeypatch, way, tmp_path, "PATTERN SEQ(A a, B b) WITHIN 5", "-i", path)
+    assert (DRIVER in done["mode"]) == (way == "d")
+    assert [(r["a"], r["b"]) for r in done["rows"]] == [(0, 1), (0, 2)]
+    assert calls == {"input_files": 1, "data_bytes": 1, "check_headers": 1, "csv_head": 1}

@@ -16,7 +16,8 @@ LAYERS = [
     # units, memory and sizes, values with nulls and the functions over them, JSON lines
     ("basics", ["errors", "span", "schema", "timeunits", "budget", "sizes", "vec"]),
     ("basics", ["functions", "jsonlines"]),
-    ("input rows", ["inputs"]),  # what an input row is: reserved columns, reasons, kinds
+    # what an input row is: reserved columns, reasons, kinds; the rule that types a text column
+    ("input rows", ["input_types", "inputs"]),
     # the query as written, and evaluating its expressions over columns
     ("language", ["language", "expressions"]),
     ("plan", ["plan"]),  # what a query asks, checked against the options

@@ -17,6 +17,7 @@ from test_bad_inputs import sparkcep
 from test_driver_check import table
 
 from sparkcep.files import HEAD_ROWS
+from sparkcep.input_types import choose_kind
 from sparkcep.runners.spark import batch as spark_runner
 from sparkcep.runners.spark import one_read as spark_once
 from sparkcep.runners.spark.driver_check import ENV as DRIVER_ENV
@@ -214,15 +215,15 @@ def test_the_guess_counts_only_the_types_that_decide():
     assert spark_once.counted_kinds("long") == ("zeros", "long")
     assert spark_once.counted_kinds("double") == ("zeros", "long", "double")
     assert spark_once.counted_kinds("string") == ("zeros", *spark_once.KINDS)
-    # 9 of 10 present cells are integers: integers (inputs.NUMERIC_SHARE is 0.9)
-    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 9}) == "long"
+    # 9 of 10 present cells are integers: integers (input_types.NUMERIC_SHARE is 0.9)
+    assert choose_kind({"any": 10, "zeros": 0, "long": 9}) == "long"
     # 8 of 10: not integers, and the double count is needed to say more
-    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 8}) is None
-    assert spark_once.chosen_kind({"any": 10, "zeros": 0, "long": 8, "double": 10}) == "double"
-    assert spark_once.chosen_kind({"any": 0, "zeros": 0, "long": 0}) == "string"
+    assert choose_kind({"any": 10, "zeros": 0, "long": 8}) is None
+    assert choose_kind({"any": 10, "zeros": 0, "long": 8, "double": 10}) == "double"
+    assert choose_kind({"any": 0, "zeros": 0, "long": 0}) == "string"
     # a number written with a leading zero ('007'): text, whatever the others are
-    assert spark_once.chosen_kind({"any": 10, "zeros": 1, "long": 10}) == "string"
-    assert spark_once.chosen_kind({"any": 10, "long": 10}) is None  # zeros not counted
+    assert choose_kind({"any": 10, "zeros": 1, "long": 10}) == "string"
+    assert choose_kind({"any": 10, "long": 10}) is None  # zeros not counted
 
 
 def kept_rdds(spark) -> int:

@@ -157,20 +157,20 @@ def test_a_parquet_input_s_query_error_comes_before_the_checking_pass(
     runs after the input's schema is read."""
     import pandas as pd
 
-    from sparkcep.runners.spark import files as spark_files
+    from sparkcep.runners.spark import run_file as spark_file
 
     path = tmp_path / "e.parquet"
     pd.DataFrame({"ts": [1, 2], "type": ["A", "B"], "k": [1, 1], "x": [1.0, 2.0]}).to_parquet(path)
     tracker = spark.sparkContext.statusTracker()
     jobs: dict = {}
-    read = spark_files.read_spark
+    read = spark_file.read_spark
 
     def reading(*a, **k):  # the real reader; the jobs run so far are noted after it
         source = read(*a, **k)
         jobs["after reading"] = set(tracker.getJobIdsForGroup())
         return source
 
-    monkeypatch.setattr(spark_files, "read_spark", reading)
+    monkeypatch.setattr(spark_file, "read_spark", reading)
     code, _, err = sparkcep(capsys, "run", MISSPELT, "-i", path, "-o", tmp_path / "m.jsonl")
     assert code == 2
     assert err.startswith("query error: line 1, column 37: 'xx' is not a column of the input")

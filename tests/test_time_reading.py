@@ -9,6 +9,7 @@ against their definitions, written here in Python (docs/input.md):
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -145,3 +146,79 @@ def test_timestamp_text_is_read_alike_in_pandas_and_spark(spark):
     got_spark = dict(df.select("s", text_timestamp(F.col("s"))).collect())
     assert got_local == expected
     assert got_spark == expected
+
+
+# ---- the one rule that types a text column (input_types.choose_kind) -----------------------
+
+WORDS = st.sampled_from(["x", "NA", "soon", "1,5", "0x10", "e3", "nan", "1e400", "2014-02-30"])
+COLUMN_CELLS = {
+    "integers": st.integers(-(2**63), 2**63 - 1).map(str),
+    "spaced": st.integers(-99, 99).map(lambda i: f" {i} "),
+    "zeros": st.integers(0, 999).map(lambda i: f"0{i}"),
+    "decimals": st.floats(-1e6, 1e6, allow_nan=False).map(lambda f: f"{f:.3f}"),
+    "blanks": st.sampled_from(["", " ", "   "]),
+    "dates": st.tuples(
+        st.dates(dt.date(1970, 1, 1), dt.date(2100, 12, 31)),
+        st.sampled_from(["", " 10:00", "T23:59:59", " 01:02:03.5", "T10:00Z", " 10:00+01:00"]),
+        st.sampled_from(["-", "/"]),
+    ).map(lambda d: d[0].isoformat().replace("-", d[2]) + d[1]),
+    "words": WORDS,
+    "booleans": st.sampled_from(["true", "false", "TRUE", "False", " true"]),
+}
+
+
+@st.composite
+def text_column(draw) -> list[str]:
+    """Cells mostly of one flavour, with a few of others (so that every type of the rule
+    and the 90% share are reached)."""
+    main = draw(st.sampled_from(sorted(COLUMN_CELLS)))
+    cells = draw(st.lists(COLUMN_CELLS[main], min_size=1, max_size=30))
+    others = st.one_of(*COLUMN_CELLS.values())
+    return cells + draw(st.lists(others, max_size=draw(st.sampled_from([0, 0, 1, 3, 10]))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(cells=text_column())
+def test_pandas_and_the_first_rows_count_a_text_column_alike(cells):
+    """The pandas reader's vectorised counts and the first rows' counts in Python are the
+    same, so both give a column the same type by the one rule; the type the pandas
+    reader gives the column is that type."""
+    import pandas as pd
+
+    from sparkcep.input_types import cell_counts, choose_kind
+    from sparkcep.inputs import null_cells, text_counts, typed_columns
+
+    column = pd.Series(cells, dtype=object)
+    assert text_counts(column) == cell_counts(cells), cells
+    kind = choose_kind(cell_counts(cells))
+    typed, _, _ = typed_columns(null_cells(pd.DataFrame({"c": column})), skip=())
+    dtype = {"long": "Int64", "double": "float64", "boolean": "boolean"}
+    if kind == "timestamp":
+        assert typed["c"].dtype.kind == "M"
+    else:
+        assert str(typed["c"].dtype) == dtype.get(kind, "object"), (cells, kind)
+
+
+NASTY = [
+    "1", " 22 ", "-3", "+4", "007", "0", "-0", "1.5", ".5", "5.", "1e3", "1E-2", "-2.5e1",
+    "inf", "-Infinity", "nan", "NaN", "1e400", "9223372036854775807", "9223372036854775808",
+    "-9223372036854775808", "true", "FALSE", " true", "2024-01-02", "2024/1/2 10:00",
+    "2024-02-30", "2024-01-02T10:00:00.123456789Z", "2024-01-02 10:00+01:00", "22/10/2014",
+    "abc", "", "  ", "1,5", "0x10", "1 2", "+", ".", "e3",
+]  # fmt: skip
+
+
+def test_spark_counts_a_text_column_as_python_does(spark):
+    """Spark's checking pass counts each cell of a nasty column set as `cell_counts` does
+    (and so chooses the same type): each cell alone, then the cells together."""
+    from sparkcep.input_types import COUNTS, cell_counts
+    from sparkcep.runners.spark.rows import _casts, _null_tokens
+
+    df = _null_tokens(
+        spark.createDataFrame([(i, c) for i, c in enumerate(NASTY)], "i long, c string")
+    )
+    casts = _casts("c")
+    flags = df.select("i", *[casts[k].isNotNull().alias(k) for k in COUNTS]).collect()
+    for row in flags:
+        got = {k: int(row[k]) for k in COUNTS}
+        assert got == cell_counts([NASTY[row["i"]]]), repr(NASTY[row["i"]])

@@ -107,7 +107,7 @@ def test_values_judged_alike_local_and_spark(tmp_path, spark):
     """A malformed row's cells are not values read, and a number too large for a double
     ('1e400') is none: v holds 2 numbers in 3 values in both runners (Spark counted the
     malformed row's 'x' and read '1e400' as infinity: 3 of 4)."""
-    from sparkcep.inputs import MOSTLY_NUMBERS
+    from sparkcep.input_types import MOSTLY_NUMBERS
     from sparkcep.plan import Options
     from sparkcep.runners.spark.batch import execute
     from sparkcep.runners.spark.files import read_spark

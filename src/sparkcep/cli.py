@@ -334,33 +334,26 @@ def _write_rejected_pandas(frame, path):
 
 
 def _run_spark(text, input, output, rejected_path, options, reading, spark_opts, status) -> Summary:
+    from sparkcep.files import InputSource
+
     master, partitions = spark_opts
     status.update("starting Spark")
+    source = InputSource.of(input, **reading)  # a missing input: said before the JVM starts
 
-    def check():  # while the JVM starts: a query's sure error; a small input, checked
-        from sparkcep.runners.spark.driver_check import check_in_driver
-        from sparkcep.runners.spark.query_first import raise_sure_csv_error
+    def prepare():  # while the JVM starts: a query's sure error; a small input, checked
+        from sparkcep.runners.spark.run_file import prepare_file
 
-        raise_sure_csv_error(input, reading, text, options)
-        return check_in_driver(input, reading, text, options)
+        return prepare_file(source, text, options)
 
-    spark, early = _start_spark(master, input, check)
-    from sparkcep.runners.spark.batch import execute
-    from sparkcep.runners.spark.driver_check import execute_driver_checked
-    from sparkcep.runners.spark.files import read_spark
+    spark, early = _start_spark(master, source, prepare)
+    from sparkcep.runners.spark.run_file import run_file
 
     with _progress(spark, status) as progress:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if early is not None:
-                result = execute_driver_checked(spark, early, options, partitions)
-            else:
+            if early.driver_checked is None:
                 progress.step("reading " + input)
-                source = read_spark(spark, input, **reading)
-                result = execute(
-                    source.df, text, options, partitions=partitions, head=source.head,
-                    **source.options(),
-                )  # fmt: skip
+            result = run_file(spark, source, text, options, partitions=partitions, prepared=early)
         try:
             n_rows, rejected, run_warnings = _spark_outputs(result, output, rejected_path, progress)
         finally:
@@ -378,7 +371,7 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         partitions=f"{result.partitions:,} Spark partitions ({result.layout})",
         rows=n_rows,
         label=result.label,
-        warnings=(early.caught if early else []) + run_warnings + [str(w.message) for w in caught],
+        warnings=early.warnings + run_warnings + [str(w.message) for w in caught],
         capped=options.max_matches is not None and n_rows >= options.max_matches,
         reasons=reasons,
     )
@@ -392,18 +385,16 @@ def _spark_reasons(result) -> dict[str, int]:
     return {r["reason"]: r["count"] for r in counts}
 
 
-def _start_spark(master, input, prepare=None):
+def _start_spark(master, source, prepare=None):
     """The Spark session, started in a thread while this one imports the runner (pandas,
-    the engines), lists the input files and runs `prepare` (work that needs no JVM is
-    done while the JVM starts); (the session, what `prepare` gave)."""
+    the engines) and runs `prepare` (work that needs no JVM is done while
+    the JVM starts); (the session, what `prepare` gave)."""
     import threading
 
     from sparkcep import _early
-    from sparkcep.files import data_bytes, input_files
     from sparkcep.runners.spark.session import spark_session
 
-    files, _ = input_files(input)  # a missing input is reported before the JVM starts
-    size = data_bytes(files)
+    size = source.size
 
     started: dict = {}
 
@@ -419,7 +410,7 @@ def _start_spark(master, input, prepare=None):
     # waiting for the JVM.
     starting = threading.Thread(target=session, name="sparkcep-start", daemon=True)
     starting.start()
-    import sparkcep.runners.spark.batch  # noqa: F401
+    import sparkcep.runners.spark.run_file  # noqa: F401
 
     prepared = prepare() if prepare is not None else None
     starting.join()
@@ -535,11 +526,12 @@ def explain(
     schema = valid = None
     options = _query_options(text, options)
     if input is not None:
-        from sparkcep.files import read_pandas
+        from sparkcep.files import InputSource, read_pandas
         from sparkcep.inputs import ROW, schema_of, split_valid
         from sparkcep.runners.local import type_column
 
-        frame = read_pandas(input, **_reading(sep, columns, null_value))
+        source = InputSource.of(input, **_reading(sep, columns, null_value))
+        frame = read_pandas(source)
         types = type_column(frame.columns, text, options)
         valid, _ = split_valid(
             frame, time_col=options.time_col, type_col=types, id_col=options.id_col
@@ -549,7 +541,7 @@ def explain(
     if input is not None:
         from sparkcep.runners.spark.driver_check import where_checked
 
-        rows = "rows        checked " + where_checked(input, options)
+        rows = "rows        checked " + where_checked(source, options)
         out.print(rows, highlight=False, markup=False)
 
 
@@ -659,7 +651,7 @@ def _stream(text, input, options, lateness, sinks, run_opts, status):
     from sparkcep.runners.streaming.pipeline import stream as make_stream
 
     master, max_files, reading, timeout = run_opts
-    raise_sure_csv_error(input, reading, text, options)  # a query's error needs no JVM
+    raise_sure_csv_error(input, text, options, **reading)  # a query's error needs no JVM
     spark = spark_session(master)
     source = read_stream(spark, input, max_files=max_files, checkpoint=sinks.checkpoint, **reading)
     result = make_stream(source, text, options=options, lateness=lateness)
@@ -747,7 +739,7 @@ def fit(
     delay law (read back with USING MODEL 'MODEL.json')."""
     import json
 
-    from sparkcep.runners.jobs.fit import fit_model, fit_model_local, fitting_kernel
+    from sparkcep.runners.jobs.fit import fit_file, fit_model_local, fitting_kernel
 
     choices = fitting_kernel().LAW_CHOICES
     if law not in choices:
@@ -761,13 +753,14 @@ def fit(
             status.update("reading " + input)
             model = fit_model_local(read_pandas(input, sep=sep), text, options, law=law)
         else:
-            from sparkcep.runners.spark.files import read_spark
+            from sparkcep.files import InputSource
             from sparkcep.runners.spark.session import spark_session
 
+            source = InputSource.of(input, sep=sep)
             status.update("starting Spark")
-            source = read_spark(spark_session(master), input, sep=sep)
+            spark = spark_session(master)
             status.update("matching the history")
-            model = fit_model(source.df, text, options, law=law)
+            model = fit_file(spark, source, text, options, law=law)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(json.dumps(model, indent=2) + "\n")
     _print_model(model, output, time.time() - started)

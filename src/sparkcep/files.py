@@ -10,6 +10,8 @@ import io
 import json
 import os
 import re
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,14 @@ import pandas as pd
 
 from sparkcep.errors import DataError
 from sparkcep.failures import reading
-from sparkcep.inputs import CORRUPT, LEADING_ZERO, NULL_TOKENS, READ_REASON, null_cells
+from sparkcep.inputs import (
+    CORRUPT,
+    LEADING_ZERO,
+    NULL_TOKENS,
+    NUMERIC_SHARE,
+    READ_REASON,
+    null_cells,
+)
 from sparkcep.jsonlines import json_bytes
 from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
 from sparkcep.sizes import data_bytes as data_bytes
@@ -67,6 +76,62 @@ def input_files(path: str) -> tuple[list[str], str]:
     if len(formats) > 1:
         raise DataError(f"the folder '{path}' mixes formats ({', '.join(sorted(formats))})")
     return files, formats.pop()
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """An input resolved once per run and handed to whatever reads it: its files (in
+    name order), their format and how to read them (`sep`, the names of a headerless
+    CSV's columns, the user's null tokens). Its size, its CSV header and the cells of
+    its first rows are read when first asked for, once."""
+
+    path: str
+    files: tuple[str, ...]
+    fmt: str
+    sep: str = ","
+    columns: tuple[str, ...] | None = None  # a headerless CSV's column names
+    null_values: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, path: str | InputSource, *, sep: str = ",", columns=None, null_values=()
+    ) -> InputSource:
+        """The input at `path` (a DataError when there is none); a source as it is."""
+        if isinstance(path, InputSource):
+            return path
+        files, fmt = input_files(path)
+        names = tuple(columns) if columns else None
+        return cls(path, tuple(files), fmt, sep, names, tuple(null_values))
+
+    def reading(self) -> dict:
+        """How to read it, as keywords of the readers (`read_pandas`, `read_spark`)."""
+        return {"sep": self.sep, "columns": self.columns, "null_values": self.null_values}
+
+    @cached_property
+    def size(self) -> int:
+        """Its bytes, unpacked (`sizes.data_bytes`)."""
+        return data_bytes(list(self.files))
+
+    @cached_property
+    def header(self) -> list[str]:
+        """A CSV input's columns: the names given, or the header its files share."""
+        return list(self.columns) if self.columns else check_headers(list(self.files), self.sep)
+
+    @cached_property
+    def head(self) -> dict[str, list[str]] | None:
+        """A CSV input's first cells by column (the first file's first HEAD_ROWS rows, rows
+        of another length left out; the null tokens blank), a guess of the column types
+        that never decides a result; None when they cannot be read (the run reports the
+        file's fault as it always has)."""
+        try:
+            header = self.header
+            rows = csv_head(self.files[0], self.sep, header=not self.columns)
+        except Exception:
+            return None
+        rows = [r for r in rows if len(r) == len(header)]
+        tokens = {v.strip(" ") for v in self.null_values}
+        blank = (lambda c: "" if c.strip(" ") in tokens else c) if tokens else (lambda c: c)
+        return {name: [blank(r[i]) for r in rows] for i, name in enumerate(header)}
 
 
 def output_format(path: str, role: str = "output") -> str:
@@ -182,7 +247,7 @@ def _file_bytes(path: str) -> bytes:
 
 
 def read_pandas(
-    path: str,
+    path: str | InputSource,
     *,
     sep: str = ",",
     columns: list[str] | None = None,
@@ -195,35 +260,37 @@ def read_pandas(
     kept, marked for `inputs.split_valid` to reject with the reason (as Spark does).
     `text`: CSV cells stay text (but the null tokens), as Spark reads them. A cell is
     null when it is blank, or one of `null_values` (docs/input.md), as in Spark.
-    A CSV column with a number written with a leading zero ('007') stays text."""
-    files, fmt = input_files(path)
-    if fmt == "csv" and not columns:
-        check_headers(files, sep)
+    A CSV column with a number written with a leading zero ('007') stays text.
+    `path` may be an `InputSource` (its own way of reading then applies)."""
+    source = InputSource.of(path, sep=sep, columns=columns, null_values=null_values)
+    sep, null_values = source.sep, source.null_values
+    header = source.header if source.fmt == "csv" else None
     frames = []
-    for f in files:
+    for f in source.files:
         with reading(f):
-            if fmt == "csv":
-                frames.append(_read_csv(f, sep, columns, text, tuple(null_values)))
-            elif fmt == "json":
+            if source.fmt == "csv":
+                frames.append(_read_csv(f, sep, header, bool(source.columns), text, null_values))
+            elif source.fmt == "json":
                 frames.append(_read_jsonl(f))
             else:
                 frames.append(pd.read_parquet(f))
         check_names(list(frames[-1].columns), f)
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if not len(frame):
-        raise DataError(f"the input '{path}' holds no events")
+        raise DataError(f"the input '{source.path}' holds no events")
     return null_cells(frame, null_values)
 
 
 def _read_csv(
-    path: str, sep: str, names: list[str] | None, text: bool = False, null_values=()
+    path: str, sep: str, header: list[str], named: bool, text: bool = False, null_values=()
 ) -> pd.DataFrame:
+    """A CSV file of the input whose columns are `header` (`named`: the file has no
+    header line, the names were given)."""
     data = _file_bytes(path)
-    header = list(names) if names else csv_header(path, sep)
-    malformed = _malformed_csv_rows(data, sep, header, has_header=not names)
-    options: dict = {"header": None, "names": header} if names else {}
+    malformed = _malformed_csv_rows(data, sep, header, has_header=not named)
+    options: dict = {"header": None, "names": header} if named else {}
     if malformed:  # line numbers (values never hold a line break: docs/input.md)
-        options["skiprows"] = [row + (0 if names else 1) for row in malformed]
+        options["skiprows"] = [row + (0 if named else 1) for row in malformed]
 
     def parse(**more):
         return pd.read_csv(
@@ -237,18 +304,31 @@ def _read_csv(
     else:
         frame = parse()
         numbers = [c for c in frame.columns if frame[c].dtype.kind in "iuf"]
+        # decimals that may be integers by the one rule (input_types.choose_kind): the
+        # text decides (a column of integers and a few decimals, or with a blank)
+        whole = [c for c in numbers if frame[c].dtype.kind == "f" and _mostly_whole(frame[c])]
         if numbers and _may_need_text(data, sep):  # only a column of numbers may lose text
             cells = parse(dtype=str, usecols=numbers)
             kept = [c for c in numbers if cells[c].str.match(KEEP_TEXT, na=False).any()]
-            if kept:
-                frame = frame.assign(**{c: cells[c] for c in kept})
+            whole = list(dict.fromkeys([*kept, *whole]))
+        elif whole:
+            cells = parse(dtype=str, usecols=whole)
+        if whole:  # their columns are typed by the checks (inputs.typed_columns)
+            frame = frame.assign(**{c: cells[c] for c in whole})
     return _not_utf8_rows(_with_malformed(frame, malformed), data)
 
 
 # Cells pandas' reader would read as numbers where Spark's checks do not (docs/input.md):
 # a number written with a leading zero (its column stays text) and 'nan' (no number).
-# Their columns are read as text and typed by the checks (inputs.numeric_columns).
+# Their columns are read as text and typed by the checks (inputs.typed_columns).
 KEEP_TEXT = rf"(?:{LEADING_ZERO}|^\s*[+-]?(?i:nan)\s*$)"
+
+
+def _mostly_whole(values: pd.Series) -> bool:
+    """Whether enough of a column's numbers have whole values to be integers."""
+    numbers = values.dropna().to_numpy()
+    whole = int((numbers == np.floor(numbers)).sum())
+    return len(numbers) > 0 and whole >= NUMERIC_SHARE * len(numbers)
 
 
 def _may_need_text(data: bytes, sep: str) -> bool:

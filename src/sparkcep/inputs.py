@@ -8,6 +8,20 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError, missing_column
+from sparkcep.input_types import (
+    BOOLEAN,
+    INFINITY,
+    INTEGER,
+    LEADING_ZERO,
+    LONG_LIMIT,
+    NULL_TOKENS,
+    NUMBER,
+    NUMERIC_SHARE,
+    TIMESTAMP_TEXT,
+    ZONED,
+    choose_kind,
+    mostly_numbers,
+)
 from sparkcep.schema import Kind, kind_of_pandas
 from sparkcep.timeunits import TIME_LIMIT
 
@@ -16,26 +30,6 @@ ORDER_COL = "__order"  # the input's row order as the time (MATCH_RECOGNIZE with
 REASON = "reason"
 CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
-# Cells that mean "no value" in text input (CSV), the same for pandas and Spark: an empty
-# (or blank) cell only; the user may name more (`--null-value`, `null_values=`), since a
-# word such as 'NA' is a value (a case id, a country code).
-NULL_TOKENS = ("",)
-# Timestamp text, the one rule of every reader (docs/input.md): a date written year
-# first with '-' or '/', then optionally a time after 'T' or a space (hours and minutes,
-# seconds, a fraction, read to the microsecond) and a zone ('Z', '+01:00', '+0100', '-05').
-TIMESTAMP_TEXT = (
-    r"^\s*[0-9]{4}([-/])[0-9]{1,2}\1[0-9]{1,2}"
-    r"([T ][0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?\s*$"
-)
-ZONED = r":[0-9]{2}(?:\.[0-9]*)?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)\s*$"  # timestamp text with a zone
-# A number written with a leading zero ('007', '01'): an id or a code, not a quantity; a
-# text column holding one stays text, so that '01' and '1' stay two values.
-LEADING_ZERO = r"^\s*[+-]?0[0-9]"
-# A text column whose non-empty cells are numbers but for a few (under 10%) is a column of
-# numbers: those cells are not numbers, and a query that reads the column rejects their
-# rows with the reason (docs/language.md, "Input").
-NUMERIC_SHARE = 0.9
-MOSTLY_NUMBERS = 0.5  # a text column at least this much numbers is worth a warning
 
 
 def text_warning(col: str, numbers: int, present: int) -> str:
@@ -174,7 +168,7 @@ def text_timestamps(text: pd.Series) -> pd.Series:
     dtype: datetime64[ns]
     """
     text = text.astype("string")
-    ok = text.str.fullmatch(TIMESTAMP_TEXT).fillna(False).to_numpy(dtype=bool)
+    ok = text.str.fullmatch(TIMESTAMP_TEXT, flags=re.ASCII).fillna(False).to_numpy(dtype=bool)
     out = pd.Series(pd.NaT, index=text.index, dtype="datetime64[ns]")
     zoned = text.str.contains(ZONED).fillna(False).to_numpy(dtype=bool)
     # apart: pandas carries a zone over to the zoneless cells that follow it
@@ -219,12 +213,13 @@ def as_frame(events) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
-def numeric_columns(
+def typed_columns(
     frame: pd.DataFrame, skip, rows: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, dict[str, pd.Series], dict[str, tuple[int, int]]]:
-    """Text columns that hold numbers but for a few cells, as numbers; per such column,
-    the reason of each row whose cell is not a number (None elsewhere); and the columns
-    left text although most of their values are numbers: (numbers, present values).
+    """Text columns with the type the one rule gives them (`input_types.choose_kind`:
+    integers, doubles, booleans, timestamps or text); per column of numbers, the reason
+    of each row whose cell is not a number (None elsewhere); and the columns left text
+    although most of their values are numbers: (numbers, present values).
 
     Each column is judged over all of `frame`'s rows (every value read, as Spark
     judges it); the rows returned are those of `rows` (default: all), a frame with
@@ -242,12 +237,12 @@ def numeric_columns(
     for col in frame.columns:
         if col in skip or col not in rows.columns or frame[col].dtype != object:
             continue
-        numbers, failing, good, present = _numeric_column(frame[col])
-        if numbers is None:
-            if present and good >= MOSTLY_NUMBERS * present:
-                mostly[col] = (good, present)
+        typed, failing, counts = _typed_column(frame[col])
+        if typed is None:
+            if numbers := mostly_numbers(counts):
+                mostly[col] = numbers
             continue
-        changed[col] = taken(numbers)
+        changed[col] = taken(typed)
         if failing.any():
             reasons = pd.Series(None, index=frame.index, dtype=object)
             reasons[failing] = [f"{col}: '{v}' is not a number" for v in frame[col][failing]]
@@ -257,53 +252,95 @@ def numeric_columns(
     return rows, bad_cells, mostly
 
 
-def _numeric_column(values: pd.Series):
-    """(the column as numbers, where a present cell is not one, how many present cells
-    are numbers, how many are present); the column is None when under NUMERIC_SHARE of
-    its present cells are numbers, or when a number is written with a leading zero
-    (LEADING_ZERO: ids and codes stay text, counted as no numbers). Text is judged once
-    per distinct value (a type column of a million rows holds a handful), which gives the
-    same answer as judging every cell; other objects (bools are not numbers, nor present) cell by cell."""
-    if pd.api.types.infer_dtype(values, skipna=True) == "string":
-        codes, uniques = pd.factorize(values)
-        distinct = pd.Series(uniques, dtype=object)
-        count = np.bincount(codes[codes >= 0], minlength=len(distinct))
-        parsed = pd.to_numeric(distinct, errors="coerce")
-        number = parsed.notna().to_numpy()
-        present_cells, good = int(count.sum()), int(count[number].sum())
-        if distinct.str.match(LEADING_ZERO).any():  # ids or codes: text, and no warning
-            return None, None, 0, present_cells
-        if not present_cells or good < NUMERIC_SHARE * present_cells:
-            return None, None, good, present_cells
-        ints = distinct[number].map(_integer_text)
-        known = codes >= 0
-        failing = known & ~np.where(known, number[codes], False)
-        if ints.notna().all():  # every number written as an integer: exact Int64
-            as_int = pd.array([None] * len(distinct), dtype="Int64")
-            as_int[np.flatnonzero(number)] = ints.to_numpy()
-            out = pd.array([None] * len(values), dtype="Int64")
-            out[np.flatnonzero(known)] = as_int[codes[known]]
-            return pd.Series(out, index=values.index), failing, good, present_cells
-        taken = pd.Series(parsed.to_numpy()[np.where(known, codes, 0)], index=values.index)
-        return (taken if known.all() else taken.where(known)), failing, good, present_cells
+def text_counts(values: pd.Series) -> dict[str, int]:
+    """The counts of `input_types.choose_kind` over a column of text cells."""
+    return _distinct_counts(values)[3]
+
+
+def _distinct_counts(values: pd.Series):
+    """(codes of each cell's distinct value, the distinct values as text, per kind where
+    each distinct value reads as it, the counts). Text is judged once per distinct value (a type column of a million
+    rows holds a handful), with vectorised string operations: the rules of
+    `input_types.cell_counts`."""
+    codes, uniques = pd.factorize(values)
+    text = pd.Series(uniques, dtype=object).astype(str)
+    present = ~text.str.strip(" ").isin(NULL_TOKENS).to_numpy()
+    integer = text.str.fullmatch(INTEGER, flags=re.ASCII).to_numpy(dtype=bool)
+    integer[integer] = [-LONG_LIMIT <= int(v) < LONG_LIMIT for v in text[integer]]
+    number = text.str.fullmatch(NUMBER, flags=re.ASCII).to_numpy(dtype=bool)
+    parsed = pd.to_numeric(text.where(number), errors="coerce").to_numpy(dtype=np.float64)
+    number = number & np.isfinite(parsed)
+    number |= text.str.fullmatch(INFINITY, flags=re.ASCII).to_numpy(dtype=bool)
+    flags = {
+        "any": present,
+        "zeros": text.str.match(LEADING_ZERO, flags=re.ASCII).to_numpy(dtype=bool),
+        "long": integer,
+        "double": number,
+        "boolean": text.str.lower().isin(BOOLEAN).to_numpy(),
+        "timestamp": text_timestamps(text).notna().to_numpy(),
+    }
+    weight = np.bincount(codes[codes >= 0], minlength=len(text))
+    counts = {k: int(weight[f & present].sum()) for k, f in flags.items()}
+    return codes, text, flags, counts
+
+
+def _typed_column(values: pd.Series):
+    """(the column as the type the one rule gives it, or None for text; where a present
+    cell is not of that type; the counts the rule judged)."""
+    if pd.api.types.infer_dtype(values, skipna=True) != "string":
+        return _typed_objects(values)
+    codes, distinct, flags, counts = _distinct_counts(values)
+    kind = choose_kind(counts)
+    if kind == "string":
+        return None, None, counts
+    known = codes >= 0
+    at = np.where(known, codes, 0)
+    failing = known & flags["any"][at] & ~flags[kind][at]
+    if kind == "long":
+        ints = pd.array([None] * len(distinct), dtype="Int64")
+        ints[np.flatnonzero(flags["long"])] = [int(v) for v in distinct[flags["long"]]]
+        out = pd.array([None] * len(values), dtype="Int64")
+        good = known & flags["long"][at]
+        out[np.flatnonzero(good)] = ints[codes[good]]
+        return pd.Series(out, index=values.index), failing, counts
+    if kind == "double":
+        floats = np.array([float(v) if ok else np.nan for v, ok in zip(distinct, flags["double"])])
+        out = np.where(known & flags["double"][at], floats[at], np.nan)
+        return pd.Series(out, index=values.index), failing, counts
+    if kind == "boolean":
+        truth = pd.array(distinct.str.lower() == "true", dtype="boolean")
+        out = pd.array([None] * len(values), dtype="boolean")
+        out[np.flatnonzero(known)] = truth[codes[known]]
+        return pd.Series(out, index=values.index), failing, counts
+    stamps = text_timestamps(distinct).to_numpy()  # timestamps: every present cell is one
+    out = np.where(known, stamps[at], np.datetime64("NaT"))
+    return pd.Series(out, index=values.index, dtype="datetime64[ns]"), failing, counts
+
+
+def _typed_objects(values: pd.Series):
+    """`_typed_column` for a column of other objects than text (JSON lines: numbers and
+    text in one field): numbers, or text; bools are neither numbers nor present."""
     present = values.notna() & ~values.map(lambda v: isinstance(v, bool)).astype(bool)
-    n = int(present.sum())
-    if not n:
-        return None, None, 0, 0
     numbers = pd.to_numeric(values.where(present), errors="coerce")
-    good = int(numbers.notna().sum())
-    if values.map(lambda v: isinstance(v, str) and re.match(LEADING_ZERO, v) is not None).any():
-        return None, None, 0, n
-    if good < NUMERIC_SHARE * n:
-        return None, None, good, n
-    # Integers when every number is written as one (as Spark reads text: "2.0" is a
-    # double), and exactly: pd.to_numeric gives floats once a cell fails.
-    ints = values[numbers.notna()].map(_integer_text)
-    if len(ints) and ints.notna().all():
+    ints = values.map(_integer_text)
+    zeros = values.map(lambda v: isinstance(v, str) and re.match(LEADING_ZERO, v) is not None)
+    counts = {
+        "any": int(present.sum()),
+        "zeros": int(zeros.sum()),
+        "long": int((present & ints.notna()).sum()),
+        "double": int(numbers.notna().sum()),
+        "boolean": 0,
+        "timestamp": 0,
+    }
+    kind = choose_kind(counts)
+    if kind == "string":
+        return None, None, counts
+    if kind == "long":  # exactly: pd.to_numeric gives floats once a cell fails
         numbers = pd.array([None] * len(values), dtype="Int64")
-        numbers[np.flatnonzero(present & values.map(_integer_text).notna())] = ints.to_numpy()
+        good = (present & ints.notna()).to_numpy()
+        numbers[np.flatnonzero(good)] = ints[good].to_numpy()
         numbers = pd.Series(numbers, index=values.index)
-    return numbers, (present & numbers.isna()).to_numpy(), good, n
+    return numbers, (present & numbers.isna()).to_numpy(), counts
 
 
 def _integer_text(v):

@@ -24,10 +24,10 @@ from sparkcep.inputs import (
     ROW,
     as_frame,
     duplicate_ids,
-    numeric_columns,
     schema_of,
     split_valid,
     text_warning,
+    typed_columns,
 )
 from sparkcep.plan import Options, Plan, plan_queries, uses_types
 from sparkcep.plan.intervals import frame_width, needs_data_width, with_data_widths
@@ -119,7 +119,7 @@ def check_events(
     frame: pd.DataFrame, queries, options: Options, *, typed: set[str] | None = None
 ) -> CheckedEvents:
     """Check the rows of `frame` for the queries: split_valid, the columns of numbers
-    (`numeric_columns`; only the columns in `typed` when given), the plans and programs,
+    (`typed_columns`; only the columns in `typed` when given), the plans and programs,
     then each row's bad cells and the programs' row checks."""
     type_col = type_column(frame.columns, queries, options)
     valid, rejected = split_valid(
@@ -128,7 +128,7 @@ def check_events(
     skip = {options.time_col, ROW, CORRUPT, READ_REASON}
     if typed is not None:
         skip |= {c for c in frame.columns if c not in typed}
-    read_as, bad_cells, mostly = numeric_columns(frame, skip=skip, rows=valid)
+    read_as, bad_cells, mostly = typed_columns(frame, skip=skip, rows=valid)
     original, valid = valid, read_as
     plans, names = plan_queries(queries, schema_of(valid.drop(columns=[ROW])), options)
     programs = compile_jobs(plans, names, replace(options, id_col=options.id_col or ROW))

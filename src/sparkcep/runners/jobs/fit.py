@@ -34,7 +34,7 @@ def fitting_kernel():
     return engine.model_fitting()  # type: ignore[attr-defined]
 
 
-__all__ = ["fit_model", "fit_model_local", "fitting_kernel"]
+__all__ = ["fit_file", "fit_model", "fit_model_local", "fitting_kernel"]
 
 
 def _measuring(options: Options) -> Options:
@@ -46,17 +46,41 @@ def _unit(time_kind: str, options: Options) -> str | None:
     return "us" if time_kind == "timestamp" else options.time_unit
 
 
-def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
-    """Fit on a Spark DataFrame of history; returns the model (a JSON-able dict)."""
+def fit_file(spark, source, query: str, options: Options, *, law: str = "auto") -> dict:
+    """Fit on a history of files (a `files.InputSource`): each measuring query runs as
+    any file's run does (`spark_file.run_file`: its checks, its column types)."""
+    from sparkcep.runners.spark.run_file import run_file
+
+    runs = []
+
+    def run(queries, measuring: Options):
+        runs.append(run_file(spark, source, queries, measuring))
+        return runs[-1]
+
+    try:
+        return fit_model(None, query, options, law=law, run=run)
+    finally:
+        for done in runs:  # the rows Spark kept for a run (the one read)
+            done.checked.release()
+
+
+def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) -> dict:
+    """Fit on a Spark DataFrame of history; returns the model (a JSON-able dict).
+    `run(queries, options)` runs a measuring query (default: over `df`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from sparkcep.runners.spark.batch import execute
 
+    if run is None:
+
+        def run(queries, measuring: Options):
+            return execute(df, queries, measuring)
+
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)
     measuring = _measuring(options)
-    complete = execute(df, fp.complete, measuring)
+    complete = run(fp.complete, measuring)
     kind = complete.checked.time_kind
 
     def ticks(name):
@@ -74,7 +98,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     ]
     for var, text in fp.negated.items():
         a, b = fp.negated_pair(var)
-        rows = execute(df, text, measuring).unordered
+        rows = run(text, measuring).unordered
         parts.append(
             rows.select(
                 F.lit(var).alias("var"),
@@ -97,7 +121,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto") -> dict:
     window = complete.plan.window
     rates = {}
     for var, text in fp.reduced.items():
-        reduced = execute(df, text, measuring).unordered
+        reduced = run(text, measuring).unordered
         others = fp.others(var)
         ways = matches.groupBy(*[F.col(f"`{o}`") for o in others]).agg(F.count("*").alias("__ways"))
         rows = reduced.join(ways, others, "left")

@@ -35,9 +35,10 @@ def record(verbose: bool = True) -> Path:
 def _representative_job(archive: str) -> None:
     import pandas as pd
 
+    from sparkcep.files import InputSource
     from sparkcep.plan import Options
-    from sparkcep.runners.spark.batch import execute
-    from sparkcep.runners.spark.files import read_spark, write_spark
+    from sparkcep.runners.spark.files import write_spark
+    from sparkcep.runners.spark.run_file import run_file
     from sparkcep.runners.spark.session import spark_session
 
     spark = spark_session(
@@ -61,10 +62,13 @@ def _representative_job(archive: str) -> None:
             ("events.jsonl", "PATTERN SEQ(A a, B b) STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 5"),
         ]
         for (name, query), out in zip(jobs, ("m.jsonl", "m.csv", "m.parquet")):
-            source = read_spark(spark, f"{tmp}/{name}")
-            result = execute(source.df, query, Options(), **source.options())
+            # Spark's checking pass: the classes of a large input's run (a file this
+            # small is otherwise checked in the driver)
+            source = InputSource.of(f"{tmp}/{name}")
+            result = run_file(spark, source, query, Options(), driver_check=False)
             write_spark(result.unordered, f"{tmp}/{out}", order=result.order)
             write_spark(result.rejected, f"{tmp}/r.jsonl")
+            result.checked.release()
     # The archive is written when the JVM exits: close its stdin (the gateway then
     # exits normally) and wait for it.
     jvm = spark.sparkContext._gateway.proc

@@ -1,21 +1,19 @@
 """A small input checked in the driver (no Spark job that the answer does not need).
-Below `driver_check_bytes()` of CSV (unpacked: `files.data_bytes`), `sparkcep run`
+Below `driver_check_bytes()` of CSV (unpacked: `InputSource.size`), `sparkcep run`
 reads and checks the rows in the driver with the local runner's reader and checks
 (`runners.local.check_events`), while the JVM starts, and hands Spark the valid rows with
 the column types Spark's checking pass would give them; the matching and writing run on
 Spark as for any input. The summary, the rejected rows and the output are those of the
 full Spark path (docs/input.md).
 
-Only where the local reader reads as Spark does: CSV (any separator, --columns), with
-every column the queries read judged as Spark judges it. A column Spark would type
-otherwise (booleans, timestamps other than the time column, a column of integers with a
-few decimals), another format, --pmf, or any error sends the run to the full path.
+Only where the local reader reads as Spark does: CSV (any separator, --columns), whose
+text columns both type by the one rule (`input_types.choose_kind`). Another format,
+--pmf, or any error sends the run to the full path.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -24,16 +22,8 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError
-from sparkcep.files import data_bytes, input_files, read_pandas
-from sparkcep.inputs import (
-    CORRUPT,
-    NULL_TOKENS,
-    NUMERIC_SHARE,
-    READ_REASON,
-    REASON,
-    ROW,
-    TIMESTAMP_TEXT,
-)
+from sparkcep.files import InputSource, read_pandas
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON, REASON, ROW
 from sparkcep.plan import Options
 from sparkcep.plan.columns import named_columns
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
@@ -43,8 +33,6 @@ if TYPE_CHECKING:
 
 ENV = "SPARKCEP_DRIVER_CHECK_BYTES"
 DEFAULT_BYTES = 2**20  # the light driver's tiny input (spark_session.TINY_INPUT_BYTES)
-INTEGER = re.compile(r"^\s*[+-]?[0-9]+\s*$")
-TIMESTAMP = re.compile(TIMESTAMP_TEXT)
 
 
 def driver_check_bytes() -> int:
@@ -67,28 +55,27 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def where_checked(path: str, options: Options) -> str:
+def where_checked(source: InputSource, options: Options) -> str:
     """Where `sparkcep run` through Spark checks the rows of this input, in words (for
     `explain`): in the driver, or by Spark's checking pass, and why."""
     limit = driver_check_bytes()
-    why = full_path_reason(path, options, limit)
+    why = full_path_reason(source, options, limit)
     if why is None:
         return f"in the driver by a Spark run (CSV under {size_text(limit)})"
     return f"by Spark's checking pass ({why})"
 
 
-def full_path_reason(path: str, options: Options, limit: int) -> str | None:
+def full_path_reason(source: InputSource, options: Options, limit: int) -> str | None:
     """Why a Spark run over this input takes Spark's checking pass (the format, --pmf,
     the limit, the size unpacked, as the session's settings count it), or None when the
     driver may check it."""
-    files, fmt = input_files(path)
+    fmt = source.fmt
     if fmt != "csv" or options.pmf_col is not None:
         return f"{fmt} input" if fmt != "csv" else "--pmf"
     if limit == 0:
         return f"{ENV}=0"
-    size = data_bytes(files)
-    if size >= limit:
-        return f"{size:,} bytes, not under {size_text(limit)}"
+    if source.size >= limit:
+        return f"{source.size:,} bytes, not under {size_text(limit)}"
     return None
 
 
@@ -121,20 +108,20 @@ class DriverChecked:
         return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
 
 
-def check_in_driver(path: str, reading: dict, queries, options: Options) -> DriverChecked | None:
+def check_in_driver(source: InputSource, queries, options: Options) -> DriverChecked | None:
     """The input checked in the driver, or None when it takes the full Spark path (too
     large, a format or a column Spark reads otherwise, or an error: the full path
     reports it as it always has)."""
     limit = driver_check_bytes()
     try:
-        if full_path_reason(path, options, limit) is not None:
+        if full_path_reason(source, options, limit) is not None:
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             # pyspark's own notes (the session may be starting in another thread) are
             # not the user's, as in cli.main
             warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
-            checked = _checked(path, reading, queries, options, limit)
+            checked = _checked(source, queries, options, limit)
         if checked is not None:
             checked.caught = [str(w.message) for w in caught]
         return checked
@@ -142,17 +129,15 @@ def check_in_driver(path: str, reading: dict, queries, options: Options) -> Driv
         return None
 
 
-def _checked(path, reading, queries, options: Options, limit: int) -> DriverChecked | None:
+def _checked(source: InputSource, queries, options: Options, limit: int) -> DriverChecked | None:
 
-    frame = read_pandas(path, text=True, **reading)
+    frame = read_pandas(source, text=True)
     columns = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]
     type_col = type_column(frame.columns, queries, options)
     read = named_columns(queries, columns, options)
     typed = {c for c in columns if read is None or c in read} - {options.time_col, type_col}
     events = check_events(frame, queries, options, typed=typed)
-    if any(_typed_otherwise(frame, events.valid, c) for c in typed):
-        return None
-    sep, nulls = reading.get("sep", ","), tuple(reading.get("null_values") or ())
+    sep, nulls = source.sep, source.null_values
     types = None
     if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
         filled = _malformed_cells(frame, columns, sep, nulls) if CORRUPT in frame else frame
@@ -185,31 +170,11 @@ def _malformed_cells(
     return rows
 
 
-def _typed_otherwise(frame: pd.DataFrame, valid: pd.DataFrame, col: str) -> bool:
-    """Whether Spark's checking pass would give the column another type than the local
-    checks did: integers with a few decimals (Spark: integers, the decimals rejected),
-    booleans, or text that may be timestamps."""
-    cells = frame[col]
-    if CORRUPT in frame.columns:  # a malformed row's cells are not values read
-        cells = cells[frame[CORRUPT].isna()]
-    present = cells.dropna().astype(str)
-    if not len(present):
-        return False
-    kind = valid[col].dtype.kind if col in valid.columns else "O"
-    if kind == "f":
-        integers = int(present.map(lambda v: bool(INTEGER.match(v))).sum())
-        return integers >= NUMERIC_SHARE * len(present)
-    if kind != "O":
-        return False
-    if present.str.lower().isin(("true", "false")).all():
-        return True
-    return bool(present.map(lambda v: bool(TIMESTAMP.match(v))).all())
-
-
 def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, dict]:
     """The valid rows as the Spark runner takes them (the input's columns, the row
     number when ids are row numbers, the time in ticks in TICKS and in the time
-    column) and each column's Spark type by name."""
+    column) and each column's Spark type by name; a column of timestamps holds them
+    in microseconds (as ticks: no time zone on the way into Spark)."""
     from sparkcep.prep.table import TICKS
 
     valid = checked.events.valid
@@ -217,7 +182,8 @@ def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, di
     names = [*checked.columns, *([] if checked.id_col else [ROW])]
     out = valid[names].assign(**{time_col: ticks, TICKS: ticks})
     kinds = {c: _kind(out[c]) for c in out.columns}
-    return out.reset_index(drop=True), kinds
+    stamps = {c: _micros(out[c]) for c, k in kinds.items() if k == "timestamp"}
+    return out.assign(**stamps).reset_index(drop=True), kinds
 
 
 def tick_range(checked: DriverChecked, time_col: str) -> tuple[int | None, int | None]:
@@ -234,9 +200,17 @@ def _ticks(time: pd.Series) -> np.ndarray:
     return time.to_numpy(dtype=np.int64)
 
 
+def _micros(time: pd.Series) -> pd.Series:
+    """Timestamps as microseconds (nulls kept)."""
+    micros = time.to_numpy(dtype="datetime64[us]").astype(np.int64)
+    return pd.Series(pd.array(micros, dtype="Int64"), index=time.index).where(time.notna())
+
+
 def _kind(col: pd.Series) -> str:
     """The Spark type (a name for `spark_rows.spark_type`) of a column of valid rows."""
     kind = col.dtype.kind
+    if kind == "M":
+        return "timestamp"
     if kind in "iu":
         return "int"
     if kind == "f":
@@ -263,8 +237,13 @@ def execute_driver_checked(
     rows, kinds = valid_frame(checked, time_col)
     ticks = checked.events.valid[time_col]
     time_kind = "timestamp" if pd.api.types.is_datetime64_any_dtype(ticks.dtype) else "int"
-    schema = T.StructType([T.StructField(c, spark_type(k)) for c, k in kinds.items()])
+    stamps = [c for c, k in kinds.items() if k == "timestamp"]  # in microseconds
+    schema = T.StructType(
+        [T.StructField(c, spark_type("int" if c in stamps else k)) for c, k in kinds.items()]
+    )
     valid = spark.createDataFrame(rows, schema)
+    for c in stamps:
+        valid = valid.withColumn(c, F.timestamp_micros(F.col(f"`{c}`")))
     if time_kind == "timestamp":
         valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
     events = checked.events

@@ -14,12 +14,10 @@ from pyspark.sql import types as T
 from sparkcep.errors import DataError
 from sparkcep.files import (
     CORRUPT,
-    check_headers,
+    InputSource,
     check_names,
     count_rows,
     csv_head,
-    data_bytes,
-    input_files,
     output_format,
 )
 from sparkcep.runners.spark.rows import _null_tokens
@@ -49,27 +47,36 @@ class SparkInput:
 
 
 def read_spark(
-    spark, path: str, *, sep: str = ",", columns: list[str] | None = None, null_values=()
+    spark,
+    path: str | InputSource,
+    *,
+    sep: str = ",",
+    columns: list[str] | None = None,
+    null_values=(),
 ) -> SparkInput:
     """Event files as a Spark DataFrame. CSV is read as text in one pass (the column
     types are inferred in the checking pass); malformed rows are kept for `rejected`.
     `columns` names the columns of CSV files that have no header line; a text cell in
-    `null_values` (trimmed) is null, as a blank one is (docs/input.md)."""
-    files, fmt = input_files(path)
+    `null_values` (trimmed) is null, as a blank one is (docs/input.md). `path` may be an
+    `InputSource` (its own way of reading then applies)."""
+    source = InputSource.of(path, sep=sep, columns=columns, null_values=null_values)
+    files, sep, null_values = list(source.files), source.sep, source.null_values
     head = None
-    if fmt == "csv":
+    if source.fmt == "csv":
         # Without this, which rows count as malformed depends on the columns a query
         # reads, and a row could be rejected by one pass and matched by another.
         spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
         # Every file's header is read here (BOM-less, names checked, one header for the
         # folder: docs/input.md), so Spark need not check them: it skips each header line.
-        header = list(columns) if columns else check_headers(files, sep)
-        if not any(_has_rows(f, sep, has_header=not columns) for f in files):
-            raise DataError(f"the input '{path}' holds no events")  # as read_pandas says
+        header = source.header
+        named = bool(source.columns)
+        first_rows = any(source.head.values()) if source.head else False  # read anyway
+        if not (first_rows or any(_has_rows(f, sep, has_header=not named) for f in files)):
+            raise DataError(f"the input '{source.path}' holds no events")  # as read_pandas says
         fields = [T.StructField(name, T.StringType()) for name in header]
         schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
         df = (
-            spark.read.option("header", not columns)
+            spark.read.option("header", not named)
             .option("sep", sep)
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT)
@@ -78,18 +85,15 @@ def read_spark(
             .csv(files)
         )
         infer = True
-        if data_bytes(files) < ONE_READ_BYTES:  # larger: two reads, nothing kept
-            head = _head_cells(files[0], sep, header, has_header=not columns)
-        if head is not None and null_values:  # nulls, as the checking pass reads them
-            tokens = {v.strip(" ") for v in null_values}
-            head = {n: ["" if c.strip(" ") in tokens else c for c in cs] for n, cs in head.items()}
-    elif fmt == "json":
+        if source.size < ONE_READ_BYTES:  # larger: two reads, nothing kept
+            head = source.head
+    elif source.fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
         infer = True  # a field of numbers and a few texts is read as text: type it
     else:
         df = spark.read.parquet(*files)
         infer = False
-    check_names([c for c in df.columns if c != CORRUPT], path)
+    check_names([c for c in df.columns if c != CORRUPT], source.path)
     if null_values:
         df = _null_tokens(df, null_values)
     # The input order of the splits (row numbers follow it): by file, then offset; one
@@ -108,17 +112,6 @@ def _has_rows(path: str, sep: str, has_header: bool) -> bool:
         return bool(csv_head(path, sep, header=has_header, rows=1))
     except Exception:
         return True
-
-
-def _head_cells(path: str, sep: str, header: list[str], has_header: bool) -> dict | None:
-    """Each column's cells in the file's first rows (rows of another length left out);
-    None when they cannot be read: the guess is optional, and Spark's read reports the
-    file's fault as it always has."""
-    try:
-        rows = [r for r in csv_head(path, sep, header=has_header) if len(r) == len(header)]
-    except Exception:
-        return None
-    return {name: [r[i] for r in rows] for i, name in enumerate(header)}
 
 
 def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:

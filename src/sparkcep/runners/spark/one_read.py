@@ -37,12 +37,19 @@ from pyspark.sql import functions as F
 
 from sparkcep.errors import DataError
 from sparkcep.files import CORRUPT
-from sparkcep.inputs import LEADING_ZERO, NULL_TOKENS, REASON, ROW, TIMESTAMP_TEXT
+from sparkcep.input_types import (
+    KINDS,
+    NUMBER,
+    cell_counts,
+    choose_kind,
+    mostly_numbers,
+    present_cells,
+)
+from sparkcep.inputs import REASON, ROW
 from sparkcep.prep.table import TICKS
 from sparkcep.runners.spark.rows import (
     AS_READ,
     CAST,
-    KINDS,
     MID,
     POST,
     PRE,
@@ -57,17 +64,12 @@ from sparkcep.runners.spark.rows import (
     _text_columns,
     _valid_text,
     check_columns,
-    chosen_kind,
-    mostly_numbers,
 )
 from sparkcep.runners.spark.session import setting
 
 ENV = "SPARKCEP_ONE_READ"
-INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,18}\s*$")  # within the longs
-DATE = re.compile(TIMESTAMP_TEXT)
-ZEROS = re.compile(LEADING_ZERO)
 WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
-NUMBER = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")
+_NUMBER = re.compile(NUMBER)
 
 
 def one_read() -> bool:
@@ -75,30 +77,17 @@ def one_read() -> bool:
     return os.environ.get(ENV, "").strip() != "0"
 
 
-def _present(cells: list[str]) -> list[str]:
-    return [c for c in cells if c.strip(" ") not in NULL_TOKENS]
-
-
 def guess_kind(cells: list[str]) -> str:
-    """The type the first rows' cells suggest, by the checking pass's own rule
-    (`chosen_kind`) over their counts as Python reads them: 'long', 'double',
-    'boolean', 'timestamp' (dates written year first) or 'string'."""
-    present = _present(cells)
-    counts = {
-        "any": len(present),
-        "zeros": sum(bool(ZEROS.match(c)) for c in present),
-        "long": sum(bool(INTEGER.match(c)) for c in present),
-        "double": sum(bool(NUMBER.match(c)) for c in present),
-        "boolean": sum(c.strip().lower() in ("true", "false") for c in present),
-        "timestamp": sum(bool(DATE.match(c)) for c in present),
-    }
-    return chosen_kind(counts) or "string"
+    """The type the first rows' cells suggest, by the one rule (`choose_kind`) over
+    their counts as Python reads them: 'long', 'double', 'boolean', 'timestamp' (dates
+    written year first) or 'string'."""
+    return choose_kind(cell_counts(cells)) or "string"
 
 
 def guess_time(cells: list[str]) -> str:
     """How the first rows' times read: 'int' when every one is a whole number (any
     number of digits: a time beyond the limit is a row's fault, not the column's)."""
-    present = _present(cells)
+    present = present_cells(cells)
     return "int" if present and all(_whole(c) for c in present) else "timestamp"
 
 
@@ -106,7 +95,7 @@ def _whole(cell: str) -> bool:
     if WHOLE.match(cell):
         return True
     try:
-        return bool(NUMBER.match(cell)) and float(cell).is_integer()
+        return bool(_NUMBER.match(cell)) and float(cell).is_integer()
     except OverflowError:
         return False
 
@@ -257,7 +246,7 @@ def _confirmed(stats, reasons: _Reasons, time_kind: str, guesses: dict) -> dict 
     chosen = {}
     for i, (name, guess) in enumerate(guesses.items()):
         counts = {k: stats[f"c{i}_{k}"] for k in ("any", *counted_kinds(guess))}
-        kind = chosen_kind(counts)
+        kind = choose_kind(counts)
         if kind != guess:
             return None
         chosen[name] = (kind, counts)

@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 
 from sparkcep.engines.registry import compile_jobs
 from sparkcep.errors import SparkcepError
-from sparkcep.files import CORRUPT
+from sparkcep.files import CORRUPT, InputSource
 from sparkcep.inputs import ROW
 from sparkcep.plan import Options, plan_queries
 from sparkcep.plan.columns import named_columns
@@ -134,21 +134,18 @@ def kept_columns(
     return {c for p in guessed for c in p.columns()} | {c for c in roles.values() if c}
 
 
-def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) -> None:
+def raise_sure_csv_error(source: InputSource | str, queries, options: Options, **reading) -> None:
     """`raise_sure_error` for CSV files from their header and first rows, read in the
     driver: no JVM is needed, so a query's error is given while Spark starts. Anything
-    else (another format, a file that cannot be read) is left to the run."""
-    from sparkcep.files import check_headers, input_files
+    else (another format, a file that cannot be read) is left to the run. `source`: the
+    input, or its path (read with the keywords of `InputSource.of`)."""
     from sparkcep.runners.local import type_column
-    from sparkcep.runners.spark.files import _head_cells
 
     try:
-        files, fmt = input_files(path)
-        if fmt != "csv":
+        source = InputSource.of(source, **reading)
+        if source.fmt != "csv":
             return
-        sep, names = reading.get("sep", ","), reading.get("columns")
-        header = list(names) if names else check_headers(files, sep)
-        head = _head_cells(files[0], sep, header, has_header=not names)
+        header = source.header
         roles = {
             "time_col": options.time_col,
             "type_col": type_column(header, queries, options),
@@ -158,4 +155,5 @@ def raise_sure_csv_error(path: str, reading: dict, queries, options: Options) ->
     except Exception:  # the run reports it as it always has
         return
     schema = T.StructType([T.StructField(name, T.StringType()) for name in header])
-    raise_sure_error(schema, queries, options, roles, set(header) if read is None else read, head)
+    inferred = set(header) if read is None else read
+    raise_sure_error(schema, queries, options, roles, inferred, source.head)

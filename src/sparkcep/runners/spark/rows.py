@@ -11,11 +11,10 @@ from pyspark.sql import types as T
 
 from sparkcep.errors import DataError, missing_column
 from sparkcep.files import CORRUPT, REPLACEMENT
+from sparkcep.input_types import INFINITY, NUMBER, choose_kind, mostly_numbers
 from sparkcep.inputs import (
     LEADING_ZERO,
-    MOSTLY_NUMBERS,
     NULL_TOKENS,
-    NUMERIC_SHARE,
     ORDER_COL,
     OUT_OF_RANGE,
     REASON,
@@ -173,8 +172,8 @@ def check_rows(
     `split_cols` name the input splits in input order (file, offset) so that row numbers
     follow the input order; by default, Spark's partitions of `df` in order.
     `infer_types` (text input) reads the null tokens of `inputs.NULL_TOKENS` as nulls and
-    gives each text column the narrowest type that at least `inputs.NUMERIC_SHARE` of its
-    values have (integer, double, boolean, timestamp, else text), in the same pass;
+    gives each text column the type of the one rule (`input_types.choose_kind`) over
+    counts taken in the same pass;
     `read` (the columns the queries may read) limits that to those columns, the others
     stay text as read.
 
@@ -394,39 +393,6 @@ def _text_columns(df: DataFrame, skip) -> list[str]:
     ]
 
 
-KINDS = ("long", "double", "boolean", "timestamp")  # the order a text column is tried
-
-
-def chosen_kind(counts: dict[str, int]) -> str | None:
-    """The type a text column gets from its counts ('any': present cells; 'zeros': cells
-    that are numbers written with a leading zero; one count per type of KINDS): text
-    when a number has a leading zero (ids, codes: inputs.LEADING_ZERO), else the first
-    type most of its values have (integers and doubles: at least NUMERIC_SHARE; booleans
-    and timestamps: all), else 'string'; None when a count the choice needs was not
-    taken (runners/spark/one_read.py takes only some)."""
-    if "zeros" not in counts:
-        return None
-    if not counts["any"] or counts["zeros"]:
-        return "string"
-    for kind in KINDS:
-        if kind not in counts:
-            return None
-        need = counts["any"] if kind in ("boolean", "timestamp") else NUMERIC_SHARE * counts["any"]
-        if counts[kind] >= need:
-            return kind
-    return "string"
-
-
-def mostly_numbers(counts: dict[str, int]) -> tuple[int, int] | None:
-    """(numbers, present values) of a column left text although most of its values are
-    numbers (a warning), else None."""
-    if counts["zeros"]:  # text by choice (ids, codes), not by a few words
-        return None
-    if counts["any"] and counts["double"] >= MOSTLY_NUMBERS * counts["any"]:
-        return counts["double"], counts["any"]
-    return None
-
-
 def _typed_columns(
     staged: DataFrame, inferred: list[str], stats
 ) -> tuple[DataFrame, dict, dict[str, tuple[int, int]]]:
@@ -436,7 +402,7 @@ def _typed_columns(
     coerced, mostly = {}, {}
     for i, name in enumerate(inferred):
         counts = {kind: sum(r[f"c{i}_{kind}"] for r in stats) for kind in _casts(name)}
-        kind = chosen_kind(counts)
+        kind = choose_kind(counts)
         if kind != "string":
             if counts[kind] < counts["any"]:
                 coerced[name] = f"{RAW}{i}"
@@ -504,6 +470,8 @@ def text_timestamp(col: Column) -> Column:
     """Text as a timestamp, null where it is not one by the one rule of every reader
     (inputs.TIMESTAMP_TEXT; the local runner: `inputs.text_timestamps`)."""
     iso = F.regexp_replace(F.trim(col), "/", "-")
+    # hours and minutes then a zone: Spark's cast wants the seconds there
+    iso = F.regexp_replace(iso, "([T ][0-9]{1,2}:[0-9]{2})(?=Z|[+-])", "$1:00")
     return F.when(col.rlike(TIMESTAMP_TEXT), iso.try_cast("timestamp"))
 
 
@@ -536,7 +504,7 @@ def integer_time(col: Column, dtype: T.DataType) -> tuple[Column, Column]:
     inside = (n >= 1) & (
         (n < len(LIMIT_DIGITS)) | ((n == len(LIMIT_DIGITS)) & (digits < F.lit(LIMIT_DIGITS)))
     )
-    whole, far = _whole(F.when(col.rlike(DECIMAL_NUMBER), col.try_cast("double")))
+    whole, far = _whole(F.when(col.rlike(NUMBER), col.try_cast("double")))
     return (
         F.when(inside, F.trim(col).cast("long")).when(n == 0, whole),
         F.when(n > 0, ~inside).otherwise(far),
@@ -544,11 +512,10 @@ def integer_time(col: Column, dtype: T.DataType) -> tuple[Column, Column]:
 
 
 INTEGER_DIGITS = r"^\s*[+-]?([0-9]+)\s*$"
-DECIMAL_NUMBER = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 LIMIT_DIGITS = str(TIME_LIMIT)  # 19 digits: same-length digit strings compare as numbers
-# Every text that Spark reads as a double starts so (after blanks, a sign): a digit, a
-# point and a digit, 'inf' or 'nan'.
-NUMBER_START = r"^[\x00-\x20]*[+-]?(\.?[0-9]|(?i:inf|nan))"
+# The text of a number (input_types.NUMBER, INFINITY): Spark's cast alone would also read
+# Java's '1d', '1.5f' and '0x1p3', which no other reader does.
+NUMBER_TEXT = f"{NUMBER}|{INFINITY}"
 
 
 def _whole(number: Column) -> tuple[Column, Column]:
@@ -564,11 +531,11 @@ def _whole(number: Column) -> tuple[Column, Column]:
 def text_number(col: Column) -> Column:
     """Text as a double (null where it is not a number), as the local runner reads it:
     'nan' and a number too large for a double ('1e400') are none, 'inf' is one. A cell
-    that cannot start a number is not tried: a failing try_cast throws and catches an
-    exception (a column of words: +1.4 s of CPU per million cells)."""
+    that is not the text of a number is not tried: a failing try_cast throws and catches
+    an exception (a column of words: +1.4 s of CPU per million cells)."""
     number = col.try_cast("double")
     finite_or_said = (F.abs(number) < F.lit(float("inf"))) | col.rlike("(?i)inf")
-    return F.when(col.rlike(NUMBER_START), F.when(finite_or_said, number))
+    return F.when(col.rlike(NUMBER_TEXT), F.when(finite_or_said, number))
 
 
 def integer_text(col: Column, number: Column | None = None) -> Column:

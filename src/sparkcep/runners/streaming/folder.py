@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from sparkcep.errors import DataError
 from sparkcep.failures import damaged_checkpoint, reading
 from sparkcep.files import check_headers, check_names, file_format, input_files
-from sparkcep.inputs import CORRUPT, NULL_TOKENS, null_cells, numeric_columns
+from sparkcep.inputs import CORRUPT, NULL_TOKENS, null_cells, typed_columns
 from sparkcep.runners.spark.rows import spark_type
 
 TYPES_FILE = "sparkcep-types.json"
@@ -286,7 +286,7 @@ def _decide_types(files: list[str], fmt: str, sep: str, header, null_values=()) 
     check_names(columns, str(Path(files[0]).parent))
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:SAMPLE_ROWS]], dtype=object)
     frame = null_cells(frame, null_values)
-    typed, _, _ = numeric_columns(frame, skip=set())
+    typed, _, _ = typed_columns(frame, skip=set())
     return {c: _pandas_kind(typed[c]) for c in columns}
 
 
