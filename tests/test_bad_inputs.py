@@ -481,14 +481,15 @@ def test_streamed_bad_inputs(spark, capsys, tmp_path, suffix):
     assert int(summary(stdout)["events read"]) == rows  # good + rejected
 
 
-def test_a_streamed_file_with_another_header_names_itself(spark, capsys, tmp_path):
+def test_a_streamed_file_with_another_header_names_itself(streamed_checkpoint, capsys, tmp_path):
+    """A file arriving after the stream has decided its columns (a copy of a checkpoint)."""
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n")
-    code, _, err = stream(capsys, folder, tmp_path)
-    assert code == 0, err
+    shutil.copy(streamed_checkpoint[0] / "a.csv", folder)
     (folder / "b.csv").write_text("id,ts,kind\n1,2,B\n")  # arrives later
-    line = one_line(*stream(capsys, folder, tmp_path)[::2])
+    checkpoint = tmp_path / "ck"
+    shutil.copytree(streamed_checkpoint[1], checkpoint)
+    line = one_line(*stream(capsys, folder, tmp_path, checkpoint)[::2])
     assert "b.csv" in line and "(id, ts, kind)" in line and "move it out of the folder" in line
 
 
