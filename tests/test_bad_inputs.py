@@ -407,32 +407,35 @@ def test_spark_read_failures_are_one_line_on_the_whole_of_stderr(tmp_path):
 # ---- streaming --------------------------------------------------------------------------
 
 STREAM_CASES = {
-    # case: (file name, bytes, reasons of the rejected rows, or the words of the one line)
-    "extra_field": ("e.csv", b"id,ts,type\n0,1,A\n1,2,B,9\n2,3,B\n", ["malformed row"]),
-    "short_row": ("e.csv", b"id,ts,type\n0,1,A\n1,2\n2,3,B\n", ["malformed row"]),
-    "bad_jsonl_line": (
-        "e.jsonl",
-        b'{"id":0,"ts":1,"type":"A"}\n{"id":1,"ts":2,"type":\n{"id":2,"ts":3,"type":"B"}\n',
-        ["malformed row"],
-    ),
-    "null_id": ("e.csv", b"id,ts,type\n0,1,A\n,2,B\n2,3,B\n", ["id is missing"]),
-    "float_times": (  # whole values are times, 2.5 is not (it was read as 2)
-        "e.jsonl",
-        b'{"id":0,"ts":1.0,"type":"A"}\n{"id":1,"ts":2.5,"type":"B"}\n{"id":2,"ts":3.0,"type":"B"}\n',
-        ["ts is not an integer or a timestamp"],
-    ),
-    "not_utf8": ("e.csv", b"id,ts,type,v\n0,1,A,x\n1,2,B,caf\xe9\n2,3,B,y\n", ["not UTF-8 text"]),
-    "bom": ("e.csv", b"\xef\xbb\xbfid,ts,type\n0,1,A\n1,2,B\n", []),
+    # case: (file name, bytes, the words of the one line)
     "empty_file": ("e.csv", b"", "is empty"),
     "truncated_gz": ("e.csv.gz", None, "truncated"),
     "corrupt_parquet": ("e.parquet", b"PAR1 not really parquet", "Parquet"),
     "duplicate_names": ("e.csv", b"id,ts,type,type\n0,1,A,A\n", "names the column 'type' twice"),
     "not_gzip_named_gz": ("e.csv.gz", b"id,ts,type\n0,1,A\n", "gzip"),
+}
+# Files with rows a stream rejects, streamed together: one folder (one stream) per format,
+# each file of its own ids (the rows of a case told apart by them).
+# case: (rows after the header, reasons of the rejected rows, ids of the rejected rows)
+STREAMED_CSV = b"id,ts,type,v\n"  # the header of each CSV case
+STREAMED_REJECTED = {
+    "extra_field.csv": (b"0,1,A,x\n1,2,B,x,9\n2,3,B,x\n", ["malformed row"], [None]),
+    "short_row.csv": (b"10,1,A,x\n11,2\n12,3,B,x\n", ["malformed row"], [None]),
+    "null_id.csv": (b"20,1,A,x\n,2,B,x\n22,3,B,x\n", ["id is missing"], [None]),
+    "not_utf8.csv": (b"30,1,A,x\n31,2,B,caf\xe9\n32,3,B,y\n", ["not UTF-8 text"], [31]),
+    "bom.csv": (b"40,1,A,x\n41,2,B,x\n", [], []),  # the header after a byte order mark
     # Python's csv reader (the stream's) stopped at a cell of 128 KiB
-    "a_cell_of_megabytes": (
-        "e.csv",
-        b"id,ts,type,v\n0,1,A,x\n1,2,B," + b"x" * 3_000_000 + b"\n",
-        [],
+    "a_cell_of_megabytes.csv": (b"50,1,A,x\n51,2,B," + b"x" * 3_000_000 + b"\n", [], []),
+    "bad_jsonl_line.jsonl": (
+        b'{"id":0,"ts":1,"type":"A"}\n{"id":1,"ts":2,"type":\n{"id":2,"ts":3,"type":"B"}\n',
+        ["malformed row"],
+        [None],
+    ),
+    "float_times.jsonl": (  # whole values are times, 2.5 is not (it was read as 2)
+        b'{"id":10,"ts":1.0,"type":"A"}\n{"id":11,"ts":2.5,"type":"B"}\n'
+        b'{"id":12,"ts":3.0,"type":"B"}\n',
+        ["ts is not an integer or a timestamp"],
+        [11],
     ),
 }
 
@@ -445,49 +448,75 @@ def stream(capsys, folder: Path, tmp_path: Path, checkpoint: Path | None = None)
 
 
 @pytest.mark.parametrize("case", list(STREAM_CASES))
-def test_streamed_bad_inputs(spark, capsys, tmp_path, case):
+def test_streamed_broken_files_give_one_line(spark, capsys, tmp_path, case):
     name, data, expected = STREAM_CASES[case]
     folder = tmp_path / "in"
     folder.mkdir()
     # (a stream needs an id column; without one, that is the error, before any row is read)
     (folder / name).write_bytes(data if data is not None else _truncated_gz(b"id,ts,type\n"))
+    line = one_line(*stream(capsys, folder, tmp_path)[::2])
+    assert expected in line and name in line
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_streamed_bad_inputs(spark, capsys, tmp_path, suffix):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    cases = {n: case for n, case in STREAMED_REJECTED.items() if n.endswith(suffix)}
+    head = STREAMED_CSV if suffix == ".csv" else b""
+    for name, (rows, _, _) in cases.items():
+        bom = b"\xef\xbb\xbf" if name.startswith("bom") else b""
+        (folder / name).write_bytes(bom + head + rows)
     code, stdout, err = stream(capsys, folder, tmp_path)
-    if isinstance(expected, str):
-        line = one_line(code, err)
-        assert expected in line and name in line
-        return
     assert code == 0, err
+    assert "Traceback" not in err
     rejected = [
         r for f in sorted((tmp_path / "out" / "rejected").glob("*.jsonl")) for r in jsonl(f)
     ]
-    assert [r["reason"] for r in rejected] == expected
-    assert "Traceback" not in err
-    rows = len(data.splitlines()) - (0 if name.endswith(".jsonl") else 1)  # less the header
+    # each case's rejected rows, told apart by their ids (a malformed row has none): by hand
+    assert sorted((str(r.get("id")), r["reason"]) for r in rejected) == sorted(
+        (str(i), reason) for _, reasons, ids in cases.values() for i, reason in zip(ids, reasons)
+    )
+    rows = sum(len(rows.splitlines()) for rows, _, _ in cases.values())
     assert int(summary(stdout)["events read"]) == rows  # good + rejected
 
 
-def test_a_streamed_file_with_another_header_names_itself(spark, capsys, tmp_path):
+def test_a_streamed_file_with_another_header_names_itself(streamed_checkpoint, capsys, tmp_path):
+    """A file arriving after the stream has decided its columns (a copy of a checkpoint)."""
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n")
-    code, _, err = stream(capsys, folder, tmp_path)
-    assert code == 0, err
+    shutil.copy(streamed_checkpoint[0] / "a.csv", folder)
     (folder / "b.csv").write_text("id,ts,kind\n1,2,B\n")  # arrives later
-    line = one_line(*stream(capsys, folder, tmp_path)[::2])
+    checkpoint = tmp_path / "ck"
+    shutil.copytree(streamed_checkpoint[1], checkpoint)
+    line = one_line(*stream(capsys, folder, tmp_path, checkpoint)[::2])
     assert "b.csv" in line and "(id, ts, kind)" in line and "move it out of the folder" in line
+
+
+@pytest.fixture(scope="module")
+def streamed_checkpoint(spark, tmp_path_factory):
+    """(folder, checkpoint) of a stream that has run once, then been given a new file: each
+    damaged-checkpoint case restarts a copy of it."""
+    tmp = tmp_path_factory.mktemp("streamed")
+    folder = tmp / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n1,2,B\n2,3,B\n")
+    args = ["stream", QUERY, "-i", folder, "-o", tmp / "out", "--checkpoint", tmp / "ck"]
+    try:
+        cli.main([str(a) for a in [*args, "--id", "id", "--lateness", "100"]])
+    except SystemExit as e:
+        assert not e.code, e.code
+    (folder / "b.csv").write_text("id,ts,type\n3,14,A\n4,15,B\n")
+    return folder, tmp / "ck"
 
 
 @pytest.mark.parametrize(
     "damaged", ["offsets/0", "commits/0", "metadata", "sparkcep-types.json", "state/0/0/1.delta"]
 )
-def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
-    folder = tmp_path / "in"
-    folder.mkdir()
-    (folder / "a.csv").write_text("id,ts,type\n0,1,A\n1,2,B\n2,3,B\n")
+def test_a_damaged_checkpoint_names_itself(streamed_checkpoint, capsys, tmp_path, damaged):
+    folder, first = streamed_checkpoint
     checkpoint = tmp_path / "ck"
-    code, _, err = stream(capsys, folder, tmp_path, checkpoint)
-    assert code == 0, err
-    (folder / "b.csv").write_text("id,ts,type\n3,14,A\n4,15,B\n")
+    shutil.copytree(first, checkpoint)
     target = checkpoint / damaged
     if not target.exists():  # the state files' names depend on the partitioning
         target = sorted((checkpoint / "state").rglob("*.delta"))[0]
@@ -495,7 +524,6 @@ def test_a_damaged_checkpoint_names_itself(spark, capsys, tmp_path, damaged):
     line = one_line(*stream(capsys, folder, tmp_path, checkpoint)[::2])
     assert f"the checkpoint '{checkpoint}' is damaged" in line
     assert "delete it to start the stream over" in line
-    shutil.rmtree(checkpoint)
 
 
 # ---- text read as times, nulls, numbers or text: one rule in every mode --------------------

@@ -122,14 +122,23 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q[:45])
-def test_streaming_equals_batch(spark, tmp_path, query):
+# (queries streamed together must partition the stream alike)
+STREAMED_TOGETHER = [QUERIES[:4], QUERIES[4:5], QUERIES[5:]]
+
+
+@pytest.mark.parametrize("group", STREAMED_TOGETHER, ids=["keyed", "grouped", "one"])
+def test_streaming_equals_batch(spark, tmp_path, group):
+    """The queries of a group together in one stream (each row names its query)."""
     frame = events()
     write_files(frame, tmp_path / "in", parts=4)
-    _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
+    queries = "".join(f"QUERY q{i}: {query};\n" for i, query in enumerate(group))
+    queries = group[0] if len(group) == 1 else queries
+    _, writer = run_stream(spark, tmp_path / "in", queries, tmp_path)
     assert writer.totals["batches"] >= 4  # one file per micro-batch
-    expected = batch_lines(frame, query)
+    expected = batch_lines(frame, queries)
     assert len(expected) > 0
+    for i in range(len(group) * (len(group) > 1)):  # each query has matches to compare
+        assert any(f'"query":"q{i}"'.encode() in line for line in expected), i
     assert stream_lines(tmp_path / "out") == expected
     assert writer.totals["late"] == 0
 
@@ -269,6 +278,9 @@ def test_ctrl_c_stops_the_stream_quietly_with_its_summary(tmp_path):
     assert rows == [row] == batch_lines(frame, query, "--time", "ts")
 
 
+# covered by: test_ctrl_c_stops_the_stream_quietly_with_its_summary (a real stream process)
+# and test_held_events_are_counted_until_a_later_event_releases_them (restarts on a checkpoint)
+@pytest.mark.slow
 def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
     frame = events(600, seed=21)
     write_files(frame, tmp_path / "in", parts=6)
@@ -300,11 +312,25 @@ def test_killed_stream_restarts_on_its_checkpoint_exactly_once(tmp_path):
 # ---- every registered engine: streaming equals batch on its first examples ---------------
 
 ENGINES = engines()
-# the first example of each engine (the second ran too until the suite neared 15 minutes
-# on CI; the batch conformance suite runs every example)
-ENGINE_EXAMPLES = [
-    (name, engine.examples[0]) for name, engine in ENGINES.items() if engine.examples
-]
+
+
+def _engine_examples() -> list:
+    """The first example of each engine (the batch conformance suite runs every example);
+    the default run streams one engine per package, the first the registry names: the
+    probes of tests/test_runners.py test the streaming runner's contract for all."""
+    params, packages = [], set()
+    for name, engine in ENGINES.items():
+        if not engine.examples:
+            continue
+        package = ".".join(type(engine).__module__.split(".")[:3])  # sparkcep.engines.<x>
+        # covered by: this test on the first engine of the package, test_runners' probes
+        marks = [pytest.mark.slow] if package in packages else []
+        packages.add(package)
+        params.append(pytest.param(name, engine.examples[0], marks=marks))
+    return params
+
+
+ENGINE_EXAMPLES = _engine_examples()
 
 
 @pytest.mark.parametrize(("name", "query"), ENGINE_EXAMPLES, ids=lambda x: str(x)[:40])
