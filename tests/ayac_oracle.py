@@ -34,6 +34,13 @@ def _phi(z: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
+_ERF = np.frompyfunc(math.erf, 1, 1)  # math.erf on each element, without a Python call each
+
+
+def _phi_array(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + _ERF(z / math.sqrt(2.0)).astype(float))
+
+
 @dataclass(frozen=True)
 class Law:
     name: str
@@ -50,11 +57,11 @@ class Law:
         if self.name == "NORMAL":
             mu, sd = self.args
             below = _phi(-mu / sd)
-            phi = np.vectorize(lambda x: _phi((x - mu) / sd))(np.maximum(t, 0.0))
+            phi = _phi_array((np.maximum(t, 0.0) - mu) / sd)
             return np.where(t >= 0, (phi - below) / (1.0 - below), 0.0)
         if self.name == "EMPIRICAL":
-            values = sorted(self.args)
-            return np.vectorize(lambda x: sum(v <= x for v in values) / len(values))(t)
+            values = np.sort(self.args)  # the share of the values <= t
+            return np.searchsorted(values, t, side="right") / len(values)
         raise ValueError(self.name)
 
 

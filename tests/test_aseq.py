@@ -15,6 +15,8 @@ from strategies import agg_queries, streams
 from strategies import events_frame as frame
 
 from sparkcep import QueryError
+from sparkcep.checks import compile_one, one_shot
+from sparkcep.engines.output import sort_rows
 from sparkcep.plan import Options
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
 
@@ -68,7 +70,6 @@ def test_example_8_chop_connect():
 
 
 def test_example_8_snapshots():
-    from sparkcep.checks import compile_one
     from sparkcep.engines.aseq.connect import snapshot_counts
     from sparkcep.engines.aseq.counters import PrefixCounters
     from sparkcep.prep.table import build_table
@@ -193,9 +194,17 @@ def test_errors():
 # ---- against the oracle ------------------------------------------------------------
 
 
+def engine_rows(events: pd.DataFrame, queries, **options) -> pd.DataFrame:
+    """The rows of `queries`' one program over `events`, in output order: the engine
+    alone, compiled and run as the conformance suite does (the runner's checks of the
+    input are tested in test_runners; here they would cost a third of each example)."""
+    program = compile_one(queries, events, Options(id_col="id", **options))
+    return sort_rows(one_shot(program, events), program.order)
+
+
 def check(events, query, algorithm="aseq"):
     expected = oracle_aggregate(query, events)
-    got = run_aggregate_local(frame(events), query, id_col="id", algorithm=algorithm).matches
+    got = engine_rows(frame(events), query, algorithm=algorithm)
     cols = [c for c in got.columns]
     exp = [tuple(normalize(r[c]) for c in cols) for r in expected]
     assert rows(got, cols) == exp, query
@@ -228,14 +237,11 @@ def test_shared_runs_equal_unshared(data):
 def _assert_every_sharing_agrees(events, queries) -> None:
     """Prefix trees, chop-connect, and chop-connect one tail START at a time all give the
     unshared answers."""
-    outs = {
-        s: run_aggregate_local(events, queries, id_col="id", sharing=s).matches
-        for s in ("none", "prefix", "chop")
-    }
+    outs = {s: engine_rows(events, queries, sharing=s) for s in ("none", "prefix", "chop")}
     assert outs["prefix"].equals(outs["none"])
     assert outs["chop"].equals(outs["none"])
     with connect_chunk(1):  # connect one tail START at a time
-        chunked = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
+        chunked = engine_rows(events, queries, sharing="chop")
     assert chunked.equals(outs["none"])
 
 
@@ -259,10 +265,10 @@ def test_chop_connect_per_group_equals_unshared(data):
         "QUERY q2: PATTERN SEQ(D d, A a, B b, C c) WHERE [k] GROUP BY k AGG COUNT, MAX(d.v) WITHIN 4",
         "QUERY q3: PATTERN SEQ(C c, D d, A a, B b, C c2) WHERE [k] GROUP BY k AGG COUNT WITHIN 5",
     ]
-    unshared = run_aggregate_local(events, queries, id_col="id", sharing="none").matches
+    unshared = engine_rows(events, queries, sharing="none")
     for rows in (1, 7, 10**9):
         with connect_chunk(rows):
-            chop = run_aggregate_local(events, queries, id_col="id", sharing="chop").matches
+            chop = engine_rows(events, queries, sharing="chop")
         assert chop.equals(unshared)
 
 
@@ -296,7 +302,7 @@ def test_float_sums_are_correctly_rounded_whatever_came_before(algorithm, data):
     w = data.draw(st.integers(1, 6))
     query = f"PATTERN SEQ(A a, B b){group} AGG SUM({var}.v) AS s, AVG({var}.v) AS av WITHIN {w}"
     expected = oracle_aggregate(query, events)
-    got = run_aggregate_local(frame(events), query, id_col="id", algorithm=algorithm).matches
+    got = engine_rows(frame(events), query, algorithm=algorithm)
     assert len(got) == len(expected)
     for (_, row), exp in zip(got.iterrows(), expected):
         for col in ("s", "av"):
@@ -414,7 +420,6 @@ def test_chop_drops_tail_matches_longer_than_the_query_window(types, times, quer
 
 
 def _chopped_contributions(query: str):
-    from sparkcep.checks import compile_one
     from sparkcep.engines.aseq.connect import query_contributions
     from sparkcep.engines.aseq.counters import PrefixCounters
     from sparkcep.prep.table import build_table
