@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from test_bad_inputs import sparkcep
 
 from sparkcep import analyze, explain, match_local
 from sparkcep.plan import Options
@@ -181,19 +180,17 @@ def test_fit_recovers_the_parameters_on_spark(spark, tmp_path, given):
     assert model["warnings"] == local["warnings"]
 
 
-def test_the_fit_command(tmp_path):
+def test_the_fit_command(tmp_path, capsys):
     events = tmp_path / "history.csv"
     history(n=600).to_csv(events, index=False)
     query = tmp_path / "query.cep"
     query.write_text(QUERY)
     out = tmp_path / "model.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "sparkcep.cli", "fit", str(query), "--input", str(events),
-         "--output", str(out), "--local", "--time-unit", "ms"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    code, shown, err = sparkcep(
+        capsys, "fit", query, "--input", events, "--output", out, "--local", "--time-unit", "ms"
+    )
+    assert code == 0, err
     model = json.loads(out.read_text())
     assert set(model["components"]) == {"x", "y", "z"}
-    assert "miss rate" in done.stdout and "exponential" in done.stdout
-    assert "miss n" in done.stdout  # each estimate's sample size
+    assert "miss rate" in shown and "exponential" in shown
+    assert "miss n" in shown  # each estimate's sample size

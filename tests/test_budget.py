@@ -2,7 +2,8 @@
 `--max-matches N` stops the search at N matches, and a run whose matches would exceed
 the memory budget stops with one line naming the cause and the remedies; locally, in
 Spark and in a stream. The blow-up cases run as real processes under an address-space
-limit (RLIMIT_AS), which a run that held everything would exceed."""
+limit (RLIMIT_AS), which a run that held everything would exceed; the others run the
+command in this process."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_bad_inputs import sparkcep
 
 from sparkcep import run_local
 from sparkcep.engines.nfa import TooManyMatches, matcher
@@ -214,13 +216,13 @@ def test_a_negation_over_many_events_is_checked_in_bounded_chunks(tmp_path):
     assert len(out.read_text().splitlines()) == n
 
 
-def test_a_bad_memory_budget_is_one_line(tmp_path):
+def test_a_bad_memory_budget_is_one_line(tmp_path, capsys):
     source = write_csv(kleene_events(3), tmp_path / "events.csv")
-    done = limited("run", KLEENE, "-i", source, "--local", "--memory-budget", "lots")
-    assert done.returncode == 2
-    assert done.stderr.strip() == (
-        "error: --memory-budget 'lots' is not a size: write e.g. 2GB or 500MB"
+    code, _, err = sparkcep(
+        capsys, "run", KLEENE, "-i", source, "--local", "--memory-budget", "lots"
     )
+    assert code == 2
+    assert err.strip() == "error: --memory-budget 'lots' is not a size: write e.g. 2GB or 500MB"
 
 
 # ---- Spark and streaming ---------------------------------------------------------
@@ -264,10 +266,12 @@ def test_a_stream_beyond_the_budget_stops_with_its_line(spark, tmp_path):
     assert "memory budget of 50 MB" in line
 
 
-def test_rows_of_a_capped_run_are_valid_json(tmp_path):
+def test_rows_of_a_capped_run_are_valid_json(tmp_path, capsys):
     source = write_csv(kleene_events(8), tmp_path / "events.csv")
     out = tmp_path / "m.jsonl"
-    done = limited("run", KLEENE, "-i", source, "-o", out, "--local", "--max-matches", 5)
-    assert done.returncode == 0, done.stderr
+    code, _, err = sparkcep(
+        capsys, "run", KLEENE, "-i", source, "-o", out, "--local", "--max-matches", 5
+    )
+    assert code == 0, err
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 5 and all(r["b"] == 8 for r in rows)

@@ -1,4 +1,8 @@
-"""The `sparkcep` command, run as a real process: outputs, summaries and clear errors."""
+"""The `sparkcep` command: outputs, summaries and clear errors.
+
+The command runs in this process (`sparkcep.cli.main`, which the console entry point runs),
+so that Spark runs share the test session; a few tests run it as a real process, where
+the process is the point (a fresh JVM's run, the modules a process imports, a terminal)."""
 
 from __future__ import annotations
 
@@ -9,24 +13,44 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_bad_inputs import sparkcep as in_process
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "cpu_overload"
 SPARKCEP = [sys.executable, "-m", "sparkcep.cli"]
 
 
-def sparkcep(*args, cwd=None, **env_vars) -> subprocess.CompletedProcess:
+def command(*args, cwd=None, **env_vars) -> subprocess.CompletedProcess:
+    """`sparkcep ARGS` as a process of its own."""
     env = dict(os.environ, COLUMNS="200", **env_vars)
     return subprocess.run(
         [*SPARKCEP, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
     )
 
 
+@pytest.fixture
+def sparkcep(capsys, monkeypatch):
+    """`sparkcep ARGS` run in this process, in `cwd` with `env_vars` set: its exit code
+    and output as a process's."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args, cwd=None, **env_vars) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as m:
+            if cwd is not None:
+                m.chdir(cwd)
+            for name, value in env_vars.items():
+                m.setenv(name, value)
+            code, out, err = in_process(capsys, *args)
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_run_local_writes_matches_rejected_rows_and_a_summary(tmp_path):
+def test_run_local_writes_matches_rejected_rows_and_a_summary(sparkcep, tmp_path):
     out = tmp_path / "out" / "matches.jsonl"
     done = sparkcep(
         "run", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv", "--output", out, "--local"
@@ -40,7 +64,7 @@ def test_run_local_writes_matches_rejected_rows_and_a_summary(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_output_formats(tmp_path, fmt):
+def test_output_formats(sparkcep, tmp_path, fmt):
     import pandas as pd
 
     out = tmp_path / f"matches.{fmt}"
@@ -52,7 +76,7 @@ def test_output_formats(tmp_path, fmt):
     assert list(frame["b"]) == [1, 3]
 
 
-def test_max_matches_caps_the_output(tmp_path):
+def test_max_matches_caps_the_output(sparkcep, tmp_path):
     out = tmp_path / "m.jsonl"
     done = sparkcep(
         "run",
@@ -79,14 +103,14 @@ def test_max_matches_caps_the_output(tmp_path):
         (["--input", EXAMPLE / "query.cep"], "cannot tell the format"),
     ],
 )
-def test_user_mistakes_give_a_message_and_exit_2(tmp_path, args, message):
+def test_user_mistakes_give_a_message_and_exit_2(sparkcep, tmp_path, args, message):
     done = sparkcep("run", EXAMPLE / "query.cep", "--local", *args, cwd=tmp_path)
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
 
 
-def test_empty_input_is_an_error(tmp_path):
+def test_empty_input_is_an_error(sparkcep, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("ts,type\n")
     done = sparkcep(
@@ -97,7 +121,7 @@ def test_empty_input_is_an_error(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_query_errors_show_line_column_and_caret(tmp_path):
+def test_query_errors_show_line_column_and_caret(sparkcep, tmp_path):
     query = tmp_path / "bad.cep"
     query.write_text("PATTERN SEQ(TaskStart a, CPU b)\nWHERE b.valu > 95\nWITHIN 15 s\n")
     done = sparkcep(
@@ -110,46 +134,63 @@ def test_query_errors_show_line_column_and_caret(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_inline_query_and_explain():
+def test_inline_query_and_explain(sparkcep):
     done = sparkcep("explain", "PATTERN SEQ(A a, B b) WHERE [k] AND a.v > 1 WITHIN 10")
     assert done.returncode == 0, done.stderr
     assert "partitioned by k" in done.stdout and "a: type = 'A' AND (a.v > 1)" in done.stdout
 
 
-def test_explain_checks_against_the_input_columns():
+def test_explain_checks_against_the_input_columns(sparkcep):
     done = sparkcep("explain", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv")
     assert done.returncode == 0, done.stderr
     assert "15000000" in done.stdout  # 15 seconds in microseconds: the column holds timestamps
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("limit", [None, "0"])
-def test_run_through_spark_in_a_fresh_process(tmp_path, limit):
-    """The demo: the main job through Spark local mode, as `make demo` runs it; its 12
-    rows checked in the driver, or (SPARKCEP_DRIVER_CHECK_BYTES=0) by Spark."""
-    out = tmp_path / "matches.jsonl"
-    env = {} if limit is None else {"SPARKCEP_DRIVER_CHECK_BYTES": limit}
-    done = sparkcep(
-        "run", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv", "--output", out,
-        "--master", "local[2]", **env,
-    )  # fmt: skip
+def check_the_demo_through_spark(done, out: Path, in_driver: bool) -> None:
+    """The demo's run through Spark local mode: its matches, its two rejected rows, and
+    the summary's word on where its 12 rows were checked."""
     assert done.returncode == 0, done.stderr
     assert read_jsonl(out) == read_jsonl(EXAMPLE / "expected.jsonl")
-    rejected = read_jsonl(tmp_path / "matches.rejected.jsonl")
+    rejected = read_jsonl(out.parent / "matches.rejected.jsonl")
     assert [(r["__row"], r["reason"]) for r in rejected] == [
         (10, "ts is missing"),
         (11, "type is missing"),
     ]
     mode = next(line for line in done.stdout.splitlines() if line.startswith("mode"))
     driver = "Spark (local[2]), rows checked in the driver (input under 1 MiB)"
-    assert (driver in mode) == (limit is None) and "Spark (local[2])" in mode
+    assert (driver in mode) == in_driver and "Spark (local[2])" in mode
 
 
-@pytest.mark.parametrize("spark", [False, True])
-def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
+@pytest.mark.spark
+def test_run_through_spark_in_a_fresh_process(tmp_path):
+    """The demo: the main job through Spark local mode in a process of its own, as
+    `make demo` runs it; its 12 rows checked in the driver."""
+    out = tmp_path / "matches.jsonl"
+    done = command(
+        "run", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv", "--output", out,
+        "--master", "local[2]",
+    )  # fmt: skip
+    check_the_demo_through_spark(done, out, in_driver=True)
+
+
+@pytest.mark.spark
+def test_run_through_spark_checking_the_rows_in_spark(sparkcep, spark, tmp_path):
+    """The demo's rows checked by Spark (SPARKCEP_DRIVER_CHECK_BYTES=0): the same outputs."""
+    out = tmp_path / "matches.jsonl"
+    done = sparkcep(
+        "run", EXAMPLE / "query.cep", "--input", EXAMPLE / "events.csv", "--output", out,
+        "--master", "local[2]", SPARKCEP_DRIVER_CHECK_BYTES="0",
+    )  # fmt: skip
+    check_the_demo_through_spark(done, out, in_driver=False)
+
+
+@pytest.mark.parametrize("through_spark", [False, True])
+def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path, request, through_spark):
     """Issue 16 §5: `--count` counts the rows without writing them; rejected rows are
     written only where --rejected says."""
-    where = ["--master", "local[2]"] if spark else ["--local"]
+    if through_spark:
+        request.getfixturevalue("spark")  # the session the command takes
+    where = ["--master", "local[2]"] if through_spark else ["--local"]
     args = ["run", EXAMPLE / "query.cep", "-i", EXAMPLE / "events.csv", "--count", *where]
     done = sparkcep(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -179,7 +220,7 @@ def test_count_counts_the_matches_and_writes_nothing(tmp_path, spark):
     ],
 )
 @pytest.mark.parametrize("cap", [None, 40])
-def test_local_count_prints_the_number_of_rows_written(tmp_path, query, cap):
+def test_local_count_prints_the_number_of_rows_written(sparkcep, tmp_path, query, cap):
     """Issue 16 §5: `--local --count` counts without building the rows where it can; the
     number is the one of the rows a run writes, --max-matches too."""
     import numpy as np
@@ -226,24 +267,55 @@ def _in_a_terminal(args: list, cwd: Path) -> tuple[int, str]:
     return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
 
 
-@pytest.mark.spark
-def test_spark_progress_shows_in_a_terminal_only(tmp_path):
-    """Issue 16 §8: in a terminal, a run that lasts more than 2 s shows Spark's stage and
-    tasks done; with stderr captured (not a terminal), nothing of it is written."""
+def progress_events(folder: Path, n: int) -> None:
     import numpy as np
     import pandas as pd
 
-    n = 400_000
     rng = np.random.default_rng(1)
     pd.DataFrame(
         {"type": rng.choice(list("ABC"), n), "k": rng.integers(0, 50, n), "ts": np.arange(n)}
-    ).to_csv(tmp_path / "events.csv", index=False)
-    args = ["-m", "sparkcep.cli", "run", "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 3",
-            "-i", "events.csv", "--count", "--master", "local[2]"]  # fmt: skip
-    code, shown = _in_a_terminal(args, tmp_path)
+    ).to_csv(folder / "events.csv", index=False)
+
+
+PROGRESS_RUN = ["run", "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 3", "-i", "events.csv",
+                "--count", "--master", "local[2]"]  # fmt: skip
+
+
+@pytest.mark.spark
+def test_spark_progress_shows_on_a_terminal_only(sparkcep, spark, tmp_path, monkeypatch):
+    """Issue 16 §8: on a terminal, a run that lasts more than 2 s (here: from its start,
+    so that a short run shows it) shows Spark's stage and tasks done; with stderr
+    captured (not a terminal), nothing of it is written."""
+    import io
+
+    from rich.console import Console
+
+    from sparkcep import cli
+    from sparkcep.runners.spark.session import SparkProgress
+
+    monkeypatch.setattr(SparkProgress.__init__, "__kwdefaults__", {"after": 0.0, "every": 0.01})
+    progress_events(tmp_path, 20_000)
+    done = sparkcep(*PROGRESS_RUN, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Spark stage" not in done.stderr + done.stdout
+    terminal = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=terminal, force_terminal=True, width=300))
+    done = sparkcep(*PROGRESS_RUN, cwd=tmp_path)
+    assert done.returncode == 0, terminal.getvalue()
+    shown = terminal.getvalue()
+    assert "Spark stage" in shown and "tasks" in shown
+
+
+@pytest.mark.slow  # covered by: test_spark_progress_shows_on_a_terminal_only
+@pytest.mark.spark
+def test_spark_progress_shows_in_a_real_terminal_only(tmp_path):
+    """The same as processes of their own, one with a pseudo-terminal as its stdin,
+    stdout and stderr, over a run that lasts more than 2 s."""
+    progress_events(tmp_path, 400_000)
+    code, shown = _in_a_terminal(["-m", "sparkcep.cli", *PROGRESS_RUN], tmp_path)
     assert code == 0, shown
     assert "Spark stage" in shown and "tasks" in shown
-    done = sparkcep(*args[2:], cwd=tmp_path)
+    done = command(*PROGRESS_RUN, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Spark stage" not in done.stderr + done.stdout
 
@@ -263,7 +335,7 @@ def test_local_run_does_not_import_pyspark(tmp_path):
     assert not [name for name in imported if name.split(".")[0] in ("pyspark", "py4j")]
 
 
-def test_run_several_agg_queries_together(tmp_path):
+def test_run_several_agg_queries_together(sparkcep, tmp_path):
     query = tmp_path / "q.cep"
     query.write_text(
         "QUERY de: PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9;\n"
@@ -283,7 +355,7 @@ def test_run_several_agg_queries_together(tmp_path):
         assert "rows" in done.stdout
 
 
-def test_headerless_csv_with_column_names(tmp_path, shared_data):
+def test_headerless_csv_with_column_names(sparkcep, tmp_path, shared_data):
     """The stock trades come without a header line: --columns names them (they used to
     need rewriting: "'ts' is not in the input (columns: B, 8, 7, 100, 27.85, ...)")."""
     import numpy as np
@@ -318,7 +390,7 @@ def test_headerless_csv_with_column_names(tmp_path, shared_data):
     assert len(rows) > 0
 
 
-def test_local_summary_names_the_key_even_without_matches(tmp_path):
+def test_local_summary_names_the_key_even_without_matches(sparkcep, tmp_path):
     events = tmp_path / "e.csv"
     events.write_text("ts,type,k\n1,A,1\n2,B,2\n3,A,3\n4,B,3\n")
     for query, expected in [

@@ -44,6 +44,8 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+# covered by: test_executors_on_a_cluster_* (its settings), test_cli's fresh-process Spark run
+@pytest.mark.slow
 @pytest.mark.skipif(java_missing() is not None, reason=str(java_missing()))
 def test_demo_on_a_standalone_cluster_equals_the_local_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=SRC, SPARK_LOCAL_IP="127.0.0.1")

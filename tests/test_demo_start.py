@@ -64,6 +64,7 @@ def _spark_run(spark, events: str, query: str, options: dict, tmp_path: Path, na
     return read_jsonl(rows), sorted(read_jsonl(rejected), key=lambda r: r["__row"])
 
 
+@pytest.mark.slow  # covered by: test_examples::test_example_through_spark (with these settings)
 @pytest.mark.spark
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_interpreted_expressions_give_each_examples_rows(folder, tmp_path, spark):

@@ -65,22 +65,36 @@ def test_example_counted_locally(folder):
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_example_through_spark(folder, tmp_path, spark):
     """As `sparkcep run` reads it: a CSV input once, given the first rows' cells
-    (runners/spark/one_read.py, keeping only the columns the query reads); JSON lines twice.
-    (Two reads of CSV, the Python API's way, are compared with one in test_one_read.)"""
+    (runners/spark/one_read.py, keeping only the columns the query reads); JSON lines twice;
+    with the settings the input's size gives (a tiny one's expressions interpreted:
+    session.light_driver). Its rows, and the rows rejected for the same reasons as by the
+    local runner. (Two reads of CSV, the Python API's way, are compared with one in
+    test_one_read.)"""
+    from test_demo_start import settings_of
+
+    from sparkcep.files import data_bytes
     from sparkcep.plan import Options
     from sparkcep.runners.spark.batch import execute
+    from sparkcep.runners.spark.session import light_driver
 
     query, events, options, expected = example_files(folder)
-    source = read_spark(spark, events)
-    result = execute(source.df, query, Options(**options), head=source.head, **source.options())
-    read_once = result.checked.cached is not None
-    out = tmp_path / "matches.jsonl"
-    try:
-        write_spark(result.unordered, str(out), order=result.order)
-    finally:
-        result.checked.release()
+    out, rejected = tmp_path / "matches.jsonl", tmp_path / "rejected.jsonl"
+    with settings_of(spark, light_driver(data_bytes([events]))[1]):
+        source = read_spark(spark, events)
+        result = execute(source.df, query, Options(**options), head=source.head, **source.options())
+        read_once = result.checked.cached is not None
+        try:
+            write_spark(result.unordered, str(out), order=result.order)
+            write_spark(result.rejected, str(rejected))
+        finally:
+            result.checked.release()
     assert read_once == (".csv" in events)  # .csv, .csv.gz
     assert read_jsonl(out) == expected
+    # the same rows rejected for the same reasons as by the local runner, which rejects
+    # as Spark's compiled checking pass does (test_bad_inputs, both ways)
+    local = run_local(read_pandas(events), query, **options).rejected
+    reasons = [r["reason"] for r in sorted(read_jsonl(rejected), key=lambda r: r["__row"])]
+    assert reasons == list(local["reason"])
 
 
 def test_rejected_rows_of_the_demo_example():
