@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_cli import sparkcep
+from test_cli import command as sparkcep  # `sparkcep ARGS` as a process of its own
 
 from sparkcep import run_local
 
