@@ -30,11 +30,14 @@ demo: $(STAMP)
 	@echo "matches written to demo-output/matches.jsonl:"
 	@cat demo-output/matches.jsonl
 
+# Two workers: one runs every test that uses Spark (one SparkSession), the other the rest.
+XDIST := -n 2 --dist loadgroup
+
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 test-all: $(DEV_STAMP)
-	$(BIN)/python -m pytest -m "slow or not slow"
+	$(BIN)/python -m pytest $(XDIST) -m "slow or not slow"
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,8 @@
-"""Test set-up: helper modules on the path, one SparkSession for the whole run."""
+"""Test set-up: helper modules on the path, one SparkSession for the whole run.
+
+`make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`): every test that
+uses Spark is in one group, so one worker holds the run's only SparkSession and the other runs
+the tests that need no Spark (pure Python, and the few that start a process of their own)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,32 @@ ROOT = TESTS.parent
 DATA = ROOT.parent / "shared" / "data"
 
 
+def pytest_itemcollected(item):
+    # Here, not in pytest_collection_modifyitems: xdist reads the groups in that hook.
+    if "spark" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+_SPARK_FIXTURE_USED = []
+
+
+@pytest.fixture(autouse=True)
+def _no_spark_behind_the_fixtures_back(request):
+    """A test that starts Spark in this process without asking for the `spark` fixture would
+    start a second JVM on the worker meant for tests without Spark: make it ask."""
+    yield
+    if _SPARK_FIXTURE_USED or "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        _SPARK_FIXTURE_USED.append(False)  # said once: the tests after it did not start it
+        pytest.fail(
+            f"{request.node.nodeid} started Spark without the `spark` fixture: ask for it "
+            "(one SparkSession per run, on the worker that runs the Spark tests)"
+        )
+
+
 @pytest.fixture(scope="session")
 def spark():
     from sparkcep.runners.spark.session import spark_session
@@ -30,12 +60,12 @@ def spark():
     session = spark_session(
         "local[2]",
         app_name="sparkcep-tests",
-        **{
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            "spark.sql.shuffle.partitions": "3",
-            "spark.default.parallelism": "2",
-        },
+        # A short CLI run's driver and settings (light_driver): the tests' inputs are tiny, and
+        # compiling code for each new query cost more than running it (test_spark.py: 101 -> 83 s).
+        input_bytes=0,
+        **{"spark.sql.shuffle.partitions": "3", "spark.default.parallelism": "2"},
     )
+    _SPARK_FIXTURE_USED.append(True)
     yield session
     session.stop()
 
