@@ -271,6 +271,20 @@ ENGINE_EXAMPLES = {
 }
 
 
+def _one_engine_a_package() -> list:
+    """The engines with examples; the default run takes one engine per package (the first
+    the registry names): the runner's contract is the probes' (tests/test_runners.py) and
+    each engine's rows the conformance suite's, in pandas."""
+    params, packages = [], set()
+    for name in ENGINE_EXAMPLES:
+        package = ".".join(type(ENGINES[name]).__module__.split(".")[:3])  # sparkcep.engines.x
+        # covered by: this test on the first engine of the package, test_runners' probes
+        marks = [pytest.mark.slow] if package in packages else []
+        packages.add(package)
+        params.append(pytest.param(name, marks=marks))
+    return params
+
+
 @pytest.fixture(scope="module")
 def engine_stream(spark):
     from sparkcep.checks import random_events
@@ -295,7 +309,7 @@ def together(queries: list[str], pdf: pd.DataFrame, name: str) -> list[list[str]
     return groups
 
 
-@pytest.mark.parametrize("name", list(ENGINE_EXAMPLES))
+@pytest.mark.parametrize("name", _one_engine_a_package())
 def test_every_engine_spark_equals_local(engine_stream, name):
     """Each engine's examples, run together (one Spark job a group), give the local rows."""
     pdf, sdf = engine_stream
