@@ -202,7 +202,14 @@ EARLY = (
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("switch", [None, "0"])
+@pytest.mark.parametrize(
+    "switch",
+    [
+        # covered by: test_fast_start::test_the_first_spark_run_records_the_archive_the_second_uses_it
+        pytest.param(None, marks=pytest.mark.slow),
+        "0",
+    ],
+)
 def test_the_command_starts_spark_before_its_imports(tmp_path, switch):
     """`sparkcep run` through Spark: importing sparkcep starts the session (in a thread)
     before it imports pandas; SPARKCEP_EARLY_START=0 leaves it to the command."""
