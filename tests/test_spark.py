@@ -199,7 +199,6 @@ AGG_QUERIES = [
 
 @pytest.mark.parametrize("queries", AGG_QUERIES, ids=lambda q: str(q)[:40])
 def test_spark_aggregates_equal_local(stream, queries):
-    import sparkcep
     from sparkcep.runners.local import run_aggregate_local
     from sparkcep.runners.spark.batch import run_aggregate
 
@@ -208,13 +207,13 @@ def test_spark_aggregates_equal_local(stream, queries):
     sdf = stream[1].sparkSession.createDataFrame(pdf).repartition(3)
     local = run_aggregate_local(pdf, queries, id_col="id").matches
     # Spark chops and connects; the local run shares prefixes only (the default).
-    got = sparkcep.aggregate(sdf, queries, id_col="id", sharing="chop").toPandas()
+    result = run_aggregate(sdf, queries, id_col="id", sharing="chop")
+    got = result.rows.toPandas()
     assert len(local) > 0
     assert list(got.columns) == list(local.columns)
     # Equal-time triggers of one group give equal rows, so compare as sorted rows.
     cols = list(local.columns)
     assert sorted(rows_of(got, cols), key=str) == sorted(rows_of(local, cols), key=str)
-    result = run_aggregate(sdf, queries, id_col="id")
     if not result.plans[0].aggregate.group_by:
         assert "time ranges" in result.layout
 
