@@ -151,7 +151,14 @@ def test_fit_warns_of_repeated_reads(tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("given", ["dataframe", "file"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        # covered by: the file's case (the same fit_model job, each query run by run_file)
+        pytest.param("dataframe", marks=pytest.mark.slow),
+        "file",
+    ],
+)
 def test_fit_recovers_the_parameters_on_spark(spark, tmp_path, given):
     """The Spark job gives the local fit's model (one history, with edges, to keep it
     fast), from a DataFrame or from a file (run as `sparkcep fit` runs it: run_file)."""

@@ -154,6 +154,42 @@ def limited(*args, limit=LIMIT) -> subprocess.CompletedProcess:
     )
 
 
+# Runs the commands given as JSON, one after the other, in this one process: (exit
+# code, stderr) of each, as JSON, to the file named last.
+EACH = """
+import contextlib, io, json, sys
+from sparkcep import cli
+done = []
+for args in json.loads(sys.argv[1]):
+    err, code = io.StringIO(), 0
+    try:
+        with contextlib.redirect_stderr(err):
+            cli.main(args)
+    except SystemExit as e:
+        code = e.code
+    done.append((code, err.getvalue()))
+open(sys.argv[2], "w").write(json.dumps(done))
+"""
+
+
+def limited_each(commands: list[list], tmp_path: Path) -> list[tuple[int, str]]:
+    """(exit code, stderr) of each command, run in turn in one process under the
+    address-space limit (one Python start for them all; each run stops under its own
+    limits, or the next one would not fit)."""
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    report = tmp_path / "done.json"
+    done = subprocess.run(
+        [sys.executable, "-c", EACH, json.dumps([[str(a) for a in c] for c in commands]), report],
+        capture_output=True, text=True, env=dict(os.environ, COLUMNS="200"), preexec_fn=cap,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [tuple(r) for r in json.loads(report.read_text())]
+
+
 BLOWUPS = {
     "kleene-24": (KLEENE, lambda: kleene_events(24)),
     "kleene-25": (KLEENE, lambda: kleene_events(25)),
@@ -162,28 +198,32 @@ BLOWUPS = {
 }
 
 
-@pytest.mark.parametrize("case", BLOWUPS, ids=BLOWUPS)
-def test_max_matches_writes_exactly_n_rows_and_says_so(tmp_path, case):
-    query, events = BLOWUPS[case]
-    source = write_csv(events(), tmp_path / "events.csv")
-    out = tmp_path / "m.jsonl"
-    done = limited("run", query, "-i", source, "-o", out, "--local", "--max-matches", 1000)
-    assert done.returncode == 0, done.stderr
-    assert len(out.read_text().splitlines()) == 1000
-    assert "stopped after 1,000 matches (--max-matches)" in done.stderr
+def blowups(tmp_path: Path, *flags) -> list[tuple[str, Path, list]]:
+    """Each blow-up case: its name, its output and its command with `flags`."""
+    cases = []
+    for case, (query, events) in BLOWUPS.items():
+        source = write_csv(events(), tmp_path / f"{case}.csv")
+        out = tmp_path / f"{case}.jsonl"
+        cases.append((case, out, ["run", query, "-i", source, "-o", out, "--local", *flags]))
+    return cases
 
 
-@pytest.mark.parametrize("case", BLOWUPS, ids=BLOWUPS)
-def test_a_blowup_stops_with_one_line_under_the_budget(tmp_path, case):
-    query, events = BLOWUPS[case]
-    source = write_csv(events(), tmp_path / "events.csv")
-    out = tmp_path / "m.jsonl"
-    done = limited("run", query, "-i", source, "-o", out, "--local", "--memory-budget", "300MB")
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("error: stopped after ")
-    assert "memory budget of 300 MB" in lines[0]
+def test_max_matches_writes_exactly_n_rows_and_says_so(tmp_path):
+    cases = blowups(tmp_path, "--max-matches", 1000)
+    for (case, out, _), (code, err) in zip(cases, limited_each([c for *_, c in cases], tmp_path)):
+        assert code == 0, (case, err)
+        assert len(out.read_text().splitlines()) == 1000, case
+        assert "stopped after 1,000 matches (--max-matches)" in err, case
+
+
+def test_a_blowup_stops_with_one_line_under_the_budget(tmp_path):
+    cases = blowups(tmp_path, "--memory-budget", "300MB")
+    for (case, _, _), (code, err) in zip(cases, limited_each([c for *_, c in cases], tmp_path)):
+        assert code == 2, (case, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, (case, err)
+        assert lines[0].startswith("error: stopped after "), case
+        assert "memory budget of 300 MB" in lines[0], case
 
 
 def test_the_default_budget_holds_kleene_24(tmp_path):

@@ -161,6 +161,7 @@ def check_the_demo_through_spark(done, out: Path, in_driver: bool) -> None:
     assert (driver in mode) == in_driver and "Spark (local[2])" in mode
 
 
+@pytest.mark.slow  # covered by: test_fast_start::test_the_first_spark_run_records_the_archive_the_second_uses_it
 @pytest.mark.spark
 def test_run_through_spark_in_a_fresh_process(tmp_path):
     """The demo: the main job through Spark local mode in a process of its own, as

@@ -53,6 +53,13 @@ def tiny_settings() -> dict[str, str]:
     return light_driver(12 * 40)[1]
 
 
+def compiled_settings() -> dict[str, str]:
+    """Spark's own settings (code generation, adaptive execution), whatever the test
+    session's are: a larger input's run."""
+    return {"spark.sql.codegen.wholeStage": "true", FACTORY: "FALLBACK",
+            "spark.sql.adaptive.enabled": "true"}  # fmt: skip
+
+
 def _spark_run(spark, events: str, query: str, options: dict, tmp_path: Path, name: str):
     from sparkcep.runners.spark.batch import execute
 
@@ -112,7 +119,9 @@ def test_interpreted_expressions_reject_the_same_bad_rows(tmp_path, spark):
         5: "v: 'oops' is not a number",
     }
     assert rejected[2]["v"] == "oops"  # the cell as read
-    assert (rows, rejected) == _spark_run(spark, str(events), query, {}, tmp_path, "compiled")
+    with settings_of(spark, compiled_settings()):
+        compiled = _spark_run(spark, str(events), query, {}, tmp_path, "compiled")
+    assert (rows, rejected) == compiled
 
 
 @pytest.mark.spark
@@ -202,7 +211,14 @@ EARLY = (
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("switch", [None, "0"])
+@pytest.mark.parametrize(
+    "switch",
+    [
+        # covered by: test_fast_start::test_the_first_spark_run_records_the_archive_the_second_uses_it
+        pytest.param(None, marks=pytest.mark.slow),
+        "0",
+    ],
+)
 def test_the_command_starts_spark_before_its_imports(tmp_path, switch):
     """`sparkcep run` through Spark: importing sparkcep starts the session (in a thread)
     before it imports pandas; SPARKCEP_EARLY_START=0 leaves it to the command."""

@@ -61,8 +61,21 @@ def test_example_counted_locally(folder):
     assert result.matches is None and result.row_count == len(expected)
 
 
+def through_spark() -> list:
+    """The examples through Spark: those over a shared data file (150k rows of gzip: 24 s)
+    in the full run only."""
+    return [
+        pytest.param(
+            folder,
+            # covered by: test_example_locally (its rows); test_one_read (a shared gzip trace)
+            marks=[pytest.mark.slow] if (folder / "events.path").exists() else [],
+        )
+        for folder in EXAMPLES
+    ]
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", through_spark(), ids=lambda p: p.name)
 def test_example_through_spark(folder, tmp_path, spark):
     """As `sparkcep run` reads it: a CSV input once, given the first rows' cells
     (runners/spark/one_read.py, keeping only the columns the query reads); JSON lines twice;

@@ -84,24 +84,38 @@ def test_an_unwritable_folder_runs_without_archive(tmp_path, monkeypatch):
     assert cds.archive_options() == []
 
 
-def _demo(out: Path, env: dict) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "sparkcep.cli", "run", str(DEMO / "query.cep")]
-    args += ["--input", str(DEMO / "events.csv"), "--output", str(out)]
+def _demo(out: Path, env: dict, *python: str) -> subprocess.CompletedProcess:
+    """The demo's `sparkcep run` through Spark in a process of its own (`python` options
+    before `-m`), its stdout and stderr in files beside `out`."""
+    args = [sys.executable, *python, "-m", "sparkcep.cli", "run", str(DEMO / "query.cep")]
+    args += ["--input", str(DEMO / "events.csv"), "--output", str(out), "--master", "local[2]"]
     # The JVM outlives this process while it writes the archive: do not wait on its pipes.
-    return subprocess.run(
-        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600
+    with open(out.with_suffix(".out"), "w") as stdout, open(out.with_suffix(".err"), "w") as err:
+        done = subprocess.run(args, env=env, stdout=stdout, stderr=err, timeout=600)
+    return subprocess.CompletedProcess(
+        args,
+        done.returncode,
+        out.with_suffix(".out").read_text(),
+        out.with_suffix(".err").read_text(),
     )
 
 
 def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir, tmp_path):
-    env = dict(os.environ)
-    local = tmp_path / "local.jsonl"
-    subprocess.run(
-        [sys.executable, "-m", "sparkcep.cli", "run", str(DEMO / "query.cep"), "--local",
-         "--input", str(DEMO / "events.csv"), "--output", str(local)],
-        env=env, check=True, capture_output=True,
-    )  # fmt: skip
-    assert _demo(tmp_path / "first.jsonl", env).returncode == 0
+    """Two fresh processes run the demo through Spark local mode, as `make demo` does. The
+    first starts Spark before its heavy imports (sparkcep._early: importtime lists the
+    session's module before pandas), gives the demo's rows (checked in the driver) and
+    records the archive as its JVM exits; the second puts the archive in place and uses
+    it, with the same rows."""
+    from test_cli import check_the_demo_through_spark
+
+    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_EARLY_START"}
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = tmp_path / "first" / "matches.jsonl"
+    done = _demo(first, env, "-X", "importtime")
+    check_the_demo_through_spark(done, first, in_driver=True)
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
+    assert imported.index("sparkcep.runners.spark.session") < imported.index("pandas")
     target = cds.archive_path()
     lock = target.with_suffix(".recording")
     pid, recording = lock.read_text().split()
@@ -109,11 +123,10 @@ def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir,
     while cds._alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.5)  # the JVM writes the archive as it exits
     assert Path(recording).stat().st_size > 1_000_000
-    assert _demo(tmp_path / "second.jsonl", env).returncode == 0
+    second = tmp_path / "second" / "matches.jsonl"
+    check_the_demo_through_spark(_demo(second, env), second, in_driver=True)
     assert target.exists() and not lock.exists()
-    first = (tmp_path / "first.jsonl").read_text()
-    assert first == (tmp_path / "second.jsonl").read_text() == local.read_text()
-    assert len(first.splitlines()) == 2
+    assert first.read_text() == second.read_text()
 
 
 @pytest.mark.spark
