@@ -173,45 +173,49 @@ def test_checks_give_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, ca
         assert any("column 'm' is read as text" in w for w in driver["warnings"])
 
 
-TYPED_BY_THE_ONE_RULE = {
-    # Columns of other types than numbers and text, typed in the driver as Spark's
-    # checking pass types them (input_types.choose_kind), and so in --local too.
-    # true = TRUE as booleans, not as text
-    "booleans": ("ts,type,ok\n1,A,true\n2,B,false\n3,B,TRUE\n", "b.ok = a.ok", [(0, 2)]),
-    # timestamps compare as instants: 10:00+01:00 is before 2026-01-01 09:30 (UTC)
-    "timestamps": (
-        "ts,type,due\n1,A,2026-01-01 10:00+01:00\n2,B,2025-01-01\n3,B,2026-01-01 09:30\n",
-        "b.due > a.due",
-        [(0, 2)],
-    ),
-    # 10 integers and a decimal: integers, and the decimal's row is rejected.
-    "integers_and_a_decimal": (
-        "ts,type,n\n" + "".join(f"{i},B,{i}\n" for i in range(1, 11)) + "0,A,0.5\n",
-        "b.n > a.n",
-        [],  # the A was the decimal's row
-    ),
-}
+# Columns of other types than numbers and text, typed in the driver as Spark's checking
+# pass types them (input_types.choose_kind), and so in --local too; each case its own key
+# c and column, empty in the other cases' rows. Rows 0-2: true = TRUE as booleans, not as
+# text. Rows 3-5: timestamps compare as instants, 10:00+01:00 is before 2026-01-01 09:30
+# (UTC). Rows 6-16: 10 integers and a decimal, integers: the decimal's row (the A) is
+# rejected.
+TYPED_BY_THE_ONE_RULE = (
+    "c,ts,type,ok,due,n\nb,1,A,true,,\nb,2,B,false,,\nb,3,B,TRUE,,\n"
+    "t,1,A,,2026-01-01 10:00+01:00,\nt,2,B,,2025-01-01,\nt,3,B,,2026-01-01 09:30,\n"
+    + "".join(f"i,{i},B,,,{i}\n" for i in range(1, 11))
+    + "i,0,A,,,0.5\n"
+)
+TYPED_QUERIES = {"booleans": "b.ok = a.ok", "timestamps": "b.due > a.due", "integers": "b.n > a.n"}
+TYPED_PAIRS = {"booleans": [(0, 2)], "timestamps": [(3, 5)], "integers": []}
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", list(TYPED_BY_THE_ONE_RULE))
 def test_columns_typed_by_the_one_rule_are_checked_in_the_driver(
-    spark, capsys, monkeypatch, tmp_path, case
+    spark, capsys, monkeypatch, tmp_path
 ):
-    data, condition, pairs = TYPED_BY_THE_ONE_RULE[case]
     path = tmp_path / "e.csv"
-    path.write_text(data)
-    query = f"PATTERN SEQ(A a, B b) WHERE {condition} WITHIN 20"
+    path.write_text(TYPED_BY_THE_ONE_RULE)
+    query = tmp_path / "q.cep"
+    query.write_text(
+        "".join(
+            f"QUERY {name}: PATTERN SEQ(A a, B b) WHERE [c] AND {condition} WITHIN 20;\n"
+            for name, condition in TYPED_QUERIES.items()
+        )
+    )
     driver, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path)
     assert DRIVER in driver["mode"]
     local = tmp_path / "local.jsonl"
     code, _, err = sparkcep(capsys, "run", query, "-i", path, "-o", local, "--local")
     assert code == 0, err
-    rejected = jsonl(tmp_path / "local.rejected.jsonl") or []
-    for done in (driver, {"rows": jsonl(local), "rejected": rejected}):
-        if case == "integers_and_a_decimal":
-            assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
-        assert sorted((r["a"], r["b"]) for r in done["rows"]) == pairs
+    for done in (
+        driver,
+        {"rows": jsonl(local), "rejected": jsonl(tmp_path / "local.rejected.jsonl")},
+    ):
+        assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
+        pairs = {name: [] for name in TYPED_QUERIES}
+        for r in done["rows"]:
+            pairs[r["query"]].append((r["a"], r["b"]))
+        assert {name: sorted(p) for name, p in pairs.items()} == TYPED_PAIRS
 
 
 @pytest.mark.spark
