@@ -186,8 +186,8 @@ def test_missing_and_duplicate_ids(spark, capsys, tmp_path, mode):
 
 HEADER_CASES = {
     # The same rule in local and Spark (docs/input.md, "Bad input").
-    "bom": (b"\xef\xbb\xbfts,type,v\n1,A,1\n2,B,2\n", None),
-    "dot_in_a_name": (b"ts,type,a.b\n1,A,1\n2,B,2\n", None),
+    # a byte order mark before the first name, a dot in another (read, both)
+    "bom_and_a_dot_in_a_name": (b"\xef\xbb\xbfts,type,a.b\n1,A,1\n2,B,2\n", None),
     "duplicate_names": (b"ts,type,v,v\n1,A,1,2\n2,B,2,3\n", "names the column 'v' twice"),
     "backtick_in_a_name": (b"ts,type,`v\n1,A,1\n2,B,2\n", "holds a backtick"),
     "empty_file": (b"", "is empty"),
@@ -523,51 +523,50 @@ def run_typed(capsys, monkeypatch, mode, path, out, *more, query=QUERY):
     return run_mode(capsys, mode, path, out, *more, query=query)
 
 
+# Rows 0-4: times written year first with '/' or '-', a time, a fraction, a zone; row 4
+# day first. Rows 5-11: case ids 00000000, 0, 01, 1, NA, NA, 00000000.
+TEXT_FILE = (
+    "case_id,type,ts\nt,A,2014/10/22 11:15:41.000\nt,B,2014/10/22 11:15:45.500\n"
+    "t,B,2014/10/22 11:16:41.000\nt,B,2014-10-22T12:15:49+01:00\nt,B,22/10/2014 11:15:42\n"
+    + "".join(
+        f"{case},{kind},2020-01-01 00:00:0{s}\n"
+        for case, kind, s in [
+            ("00000000", "A", 1), ("0", "B", 2), ("01", "A", 3), ("1", "B", 4), ("NA", "A", 5),
+            ("NA", "B", 6), ("00000000", "B", 8),
+        ]
+    )
+)  # fmt: skip
+
+
 @pytest.mark.parametrize("mode", TYPE_MODES)
-def test_timestamp_text_is_read_by_one_rule(spark, capsys, monkeypatch, tmp_path, mode):
+def test_text_is_read_by_one_rule(spark, capsys, monkeypatch, tmp_path, mode):
     """A date written year first with '/' or '-', a time, a fraction and a zone is a
     timestamp (docs/input.md); a date written day first is none, in every mode (Spark's
-    checking pass read '2014/10/22 ...' as no time, and took the column for integers)."""
+    checking pass read '2014/10/22 ...' as no time, and took the column for integers).
+    'NA' is a case like any other unless --null-value names it; '00000000' and '0',
+    '01' and '1' are four keys (a column with a leading zero stays text)."""
     path = tmp_path / "e.csv"
-    path.write_text(
-        "ts,type,v\n2014/10/22 11:15:41.000,A,1\n2014/10/22 11:15:45.500,B,2\n"
-        "2014/10/22 11:16:41.000,B,3\n2014-10-22T12:15:49+01:00,B,4\n22/10/2014 11:15:42,B,5\n"
-    )
+    path.write_text(TEXT_FILE)
     out = tmp_path / "m.jsonl"
-    code, _, err = run_typed(capsys, monkeypatch, mode, path, out, query=QUERY + " s")
+    query = "PATTERN SEQ(A a, B b) WHERE [case_id] WITHIN 10 s"
+    code, _, err = run_typed(capsys, monkeypatch, mode, path, out, query=query)
     assert code == 0, err
-    # by hand: B 1 is 4.5 s after A, B 3 (11:15:49 UTC) 8 s; B 2 is 60 s after it
-    assert [(r["a"], r["b"]) for r in jsonl(out)] == [(0, 1), (0, 3)]
-    assert jsonl(out)[0]["start"] == "2014-10-22T11:15:41.000000Z"
+    # by hand: in case t, B 1 is 4.5 s after A, B 3 (11:15:49 UTC) 8 s; B 2 is 60 s after
+    # it. Key 00000000 has A 5 and B 11, key NA A 9 and B 10; 0, 01 and 1 have one each.
+    rows = {(r["case_id"], r["a"], r["b"]): r["start"] for r in jsonl(out)}
+    assert sorted(rows) == [("00000000", 5, 11), ("NA", 9, 10), ("t", 0, 1), ("t", 0, 3)]
+    assert rows["t", 0, 1] == "2014-10-22T11:15:41.000000Z"
     rejected = jsonl(tmp_path / "m.rejected.jsonl")
     assert [(r["__row"], r["reason"]) for r in rejected] == [
         (4, "ts is not an integer or a timestamp")
     ]
-
-
-ID_FILE = "case_id,type,ts\n00000000,A,1\n0,B,2\n01,A,3\n1,B,4\nNA,A,5\nNA,B,6\n00000000,B,8\n"
-
-
-@pytest.mark.parametrize("mode", TYPE_MODES)
-def test_na_is_a_value_and_ids_with_leading_zeros_stay_text(
-    spark, capsys, monkeypatch, tmp_path, mode
-):
-    """'NA' is a case like any other unless --null-value names it; '00000000' and '0',
-    '01' and '1' are four keys (a column with a leading zero stays text)."""
-    path = tmp_path / "e.csv"
-    path.write_text(ID_FILE)
-    out = tmp_path / "m.jsonl"
-    query = "PATTERN SEQ(A a, B b) WHERE [case_id] WITHIN 10"
-    code, _, err = run_typed(capsys, monkeypatch, mode, path, out, query=query)
-    assert code == 0, err
-    # by hand: key 00000000 has A 0 and B 6, key NA A 4 and B 5; 0, 01 and 1 have one each
-    got = [(r["case_id"], r["a"], r["b"]) for r in jsonl(out)]
-    assert got == [("00000000", 0, 6), ("NA", 4, 5)]
     code, _, err = run_typed(
         capsys, monkeypatch, mode, path, out, "--null-value", "NA", query=query
     )
     assert code == 0, err
-    assert [(r["case_id"], r["a"], r["b"]) for r in jsonl(out)] == [("00000000", 0, 6)]
+    assert sorted((r["case_id"], r["a"], r["b"]) for r in jsonl(out)) == [
+        ("00000000", 5, 11), ("t", 0, 1), ("t", 0, 3),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", CHECK_MODES)
