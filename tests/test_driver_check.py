@@ -85,25 +85,40 @@ def both_ways(capsys, monkeypatch, tmp_path, *args) -> tuple[dict, dict]:
     return driver, spark
 
 
+def example_args(folder) -> tuple[list, str, list]:
+    """(`sparkcep run` arguments, the events' path, the expected rows) of an example."""
+    _, events, options, expected = example_files(folder)
+    if data_bytes([events]) >= 2**20:
+        pytest.skip("over 1 MiB unpacked: Spark's checking pass either way")
+    flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
+    # the command runs a file's one named query without a query column
+    expected = [{k: v for k, v in r.items() if k != "query"} for r in expected]
+    return [folder / "query.cep", "-i", events, *flags], events, expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_through_the_driver_check(spark, capsys, monkeypatch, tmp_path, folder):
+    """CSV under 1 MiB is checked in the driver; JSON lines take Spark's checking pass. The
+    hospital trace (0.95 MB of gzip, 18.7 MB of CSV) takes Spark's checking pass either
+    way: tests/test_examples.py runs it through Spark."""
+    args, events, expected = example_args(folder)
+    driver = run_way(capsys, monkeypatch, "d", tmp_path, *args)
+    assert (DRIVER in driver["mode"]) == events.endswith(".csv")
+    assert driver["rows"] == expected
+
+
+# covered by: test_every_example_through_the_driver_check, test_checks_give_the_same_both_ways
+# and test_examples::test_example_through_spark (each example through Spark's checking pass)
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_gives_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, folder):
-    _, events, options, expected = example_files(folder)
-    flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
-    args = [folder / "query.cep", "-i", events, *flags]
-    # CSV under 1 MiB is checked in the driver; JSON lines take the full path (run once,
-    # the default way). The hospital trace (0.95 MB of gzip, 18.7 MB of CSV) takes the
-    # full path either way: tests/test_examples.py runs it through Spark.
-    if data_bytes([events]) >= 2**20:
-        pytest.skip("over 1 MiB unpacked: Spark's checking pass either way")
-    small = events.endswith(".csv")
-    if small:
-        driver, _ = both_ways(capsys, monkeypatch, tmp_path, *args)
-    else:
-        driver = run_way(capsys, monkeypatch, "d", tmp_path, *args)
-    assert (DRIVER in driver["mode"]) == small
-    # the command runs a file's one named query without a query column
-    assert driver["rows"] == [{k: v for k, v in r.items() if k != "query"} for r in expected]
+    args, events, expected = example_args(folder)
+    if not events.endswith(".csv"):
+        pytest.skip("JSON lines: Spark's checking pass either way")
+    driver, _ = both_ways(capsys, monkeypatch, tmp_path, *args)
+    assert driver["rows"] == expected
 
 
 CASES = {
