@@ -85,25 +85,40 @@ def both_ways(capsys, monkeypatch, tmp_path, *args) -> tuple[dict, dict]:
     return driver, spark
 
 
+def example_args(folder) -> tuple[list, str, list]:
+    """(`sparkcep run` arguments, the events' path, the expected rows) of an example."""
+    _, events, options, expected = example_files(folder)
+    if data_bytes([events]) >= 2**20:
+        pytest.skip("over 1 MiB unpacked: Spark's checking pass either way")
+    flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
+    # the command runs a file's one named query without a query column
+    expected = [{k: v for k, v in r.items() if k != "query"} for r in expected]
+    return [folder / "query.cep", "-i", events, *flags], events, expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_through_the_driver_check(spark, capsys, monkeypatch, tmp_path, folder):
+    """CSV under 1 MiB is checked in the driver; JSON lines take Spark's checking pass. The
+    hospital trace (0.95 MB of gzip, 18.7 MB of CSV) takes Spark's checking pass either
+    way: tests/test_examples.py runs it through Spark."""
+    args, events, expected = example_args(folder)
+    driver = run_way(capsys, monkeypatch, "d", tmp_path, *args)
+    assert (DRIVER in driver["mode"]) == events.endswith(".csv")
+    assert driver["rows"] == expected
+
+
+# covered by: test_every_example_through_the_driver_check, test_checks_give_the_same_both_ways
+# and test_examples::test_example_through_spark (each example through Spark's checking pass)
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.parametrize("folder", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_gives_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, folder):
-    _, events, options, expected = example_files(folder)
-    flags = [x for k, v in options.items() for x in (FLAGS[k], v)]
-    args = [folder / "query.cep", "-i", events, *flags]
-    # CSV under 1 MiB is checked in the driver; JSON lines take the full path (run once,
-    # the default way). The hospital trace (0.95 MB of gzip, 18.7 MB of CSV) takes the
-    # full path either way: tests/test_examples.py runs it through Spark.
-    if data_bytes([events]) >= 2**20:
-        pytest.skip("over 1 MiB unpacked: Spark's checking pass either way")
-    small = events.endswith(".csv")
-    if small:
-        driver, _ = both_ways(capsys, monkeypatch, tmp_path, *args)
-    else:
-        driver = run_way(capsys, monkeypatch, "d", tmp_path, *args)
-    assert (DRIVER in driver["mode"]) == small
-    # the command runs a file's one named query without a query column
-    assert driver["rows"] == [{k: v for k, v in r.items() if k != "query"} for r in expected]
+    args, events, expected = example_args(folder)
+    if not events.endswith(".csv"):
+        pytest.skip("JSON lines: Spark's checking pass either way")
+    driver, _ = both_ways(capsys, monkeypatch, tmp_path, *args)
+    assert driver["rows"] == expected
 
 
 CASES = {
@@ -173,45 +188,49 @@ def test_checks_give_the_same_both_ways(spark, capsys, monkeypatch, tmp_path, ca
         assert any("column 'm' is read as text" in w for w in driver["warnings"])
 
 
-TYPED_BY_THE_ONE_RULE = {
-    # Columns of other types than numbers and text, typed in the driver as Spark's
-    # checking pass types them (input_types.choose_kind), and so in --local too.
-    # true = TRUE as booleans, not as text
-    "booleans": ("ts,type,ok\n1,A,true\n2,B,false\n3,B,TRUE\n", "b.ok = a.ok", [(0, 2)]),
-    # timestamps compare as instants: 10:00+01:00 is before 2026-01-01 09:30 (UTC)
-    "timestamps": (
-        "ts,type,due\n1,A,2026-01-01 10:00+01:00\n2,B,2025-01-01\n3,B,2026-01-01 09:30\n",
-        "b.due > a.due",
-        [(0, 2)],
-    ),
-    # 10 integers and a decimal: integers, and the decimal's row is rejected.
-    "integers_and_a_decimal": (
-        "ts,type,n\n" + "".join(f"{i},B,{i}\n" for i in range(1, 11)) + "0,A,0.5\n",
-        "b.n > a.n",
-        [],  # the A was the decimal's row
-    ),
-}
+# Columns of other types than numbers and text, typed in the driver as Spark's checking
+# pass types them (input_types.choose_kind), and so in --local too; each case its own key
+# c and column, empty in the other cases' rows. Rows 0-2: true = TRUE as booleans, not as
+# text. Rows 3-5: timestamps compare as instants, 10:00+01:00 is before 2026-01-01 09:30
+# (UTC). Rows 6-16: 10 integers and a decimal, integers: the decimal's row (the A) is
+# rejected.
+TYPED_BY_THE_ONE_RULE = (
+    "c,ts,type,ok,due,n\nb,1,A,true,,\nb,2,B,false,,\nb,3,B,TRUE,,\n"
+    "t,1,A,,2026-01-01 10:00+01:00,\nt,2,B,,2025-01-01,\nt,3,B,,2026-01-01 09:30,\n"
+    + "".join(f"i,{i},B,,,{i}\n" for i in range(1, 11))
+    + "i,0,A,,,0.5\n"
+)
+TYPED_QUERIES = {"booleans": "b.ok = a.ok", "timestamps": "b.due > a.due", "integers": "b.n > a.n"}
+TYPED_PAIRS = {"booleans": [(0, 2)], "timestamps": [(3, 5)], "integers": []}
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", list(TYPED_BY_THE_ONE_RULE))
 def test_columns_typed_by_the_one_rule_are_checked_in_the_driver(
-    spark, capsys, monkeypatch, tmp_path, case
+    spark, capsys, monkeypatch, tmp_path
 ):
-    data, condition, pairs = TYPED_BY_THE_ONE_RULE[case]
     path = tmp_path / "e.csv"
-    path.write_text(data)
-    query = f"PATTERN SEQ(A a, B b) WHERE {condition} WITHIN 20"
+    path.write_text(TYPED_BY_THE_ONE_RULE)
+    query = tmp_path / "q.cep"
+    query.write_text(
+        "".join(
+            f"QUERY {name}: PATTERN SEQ(A a, B b) WHERE [c] AND {condition} WITHIN 20;\n"
+            for name, condition in TYPED_QUERIES.items()
+        )
+    )
     driver, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path)
     assert DRIVER in driver["mode"]
     local = tmp_path / "local.jsonl"
     code, _, err = sparkcep(capsys, "run", query, "-i", path, "-o", local, "--local")
     assert code == 0, err
-    rejected = jsonl(tmp_path / "local.rejected.jsonl") or []
-    for done in (driver, {"rows": jsonl(local), "rejected": rejected}):
-        if case == "integers_and_a_decimal":
-            assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
-        assert sorted((r["a"], r["b"]) for r in done["rows"]) == pairs
+    for done in (
+        driver,
+        {"rows": jsonl(local), "rejected": jsonl(tmp_path / "local.rejected.jsonl")},
+    ):
+        assert [r["reason"] for r in done["rejected"]] == ["n: '0.5' is not a number"]
+        pairs = {name: [] for name in TYPED_QUERIES}
+        for r in done["rows"]:
+            pairs[r["query"]].append((r["a"], r["b"]))
+        assert {name: sorted(p) for name, p in pairs.items()} == TYPED_PAIRS
 
 
 @pytest.mark.spark

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bad_inputs import sparkcep
@@ -80,7 +81,8 @@ def _plans(queries, schema, options) -> SparkcepError | None:
 
 
 @pytest.mark.spark
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+# each example: a checking pass in Spark (~2 s); HYPOTHESIS_SCALE searches wider
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     rows=st.lists(st.tuples(TIMES, st.sampled_from("AB"), CELLS, CELLS), min_size=1, max_size=12),
     head=st.integers(0, 12),
