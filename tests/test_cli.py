@@ -185,12 +185,13 @@ def test_run_through_spark_checking_the_rows_in_spark(sparkcep, spark, tmp_path)
     check_the_demo_through_spark(done, out, in_driver=False)
 
 
-@pytest.mark.parametrize("through_spark", [False, True])
-def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path, request, through_spark):
-    """Issue 16 §5: `--count` counts the rows without writing them; rejected rows are
-    written only where --rejected says."""
-    if through_spark:
-        request.getfixturevalue("spark")  # the session the command takes
+@pytest.mark.parametrize(
+    "through_spark",
+    [False, pytest.param(True, marks=pytest.mark.usefixtures("spark"))],  # the session it takes
+)
+def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path, through_spark):
+    """`--count` counts the rows without writing them; rejected rows are written only where
+    --rejected says."""
     where = ["--master", "local[2]"] if through_spark else ["--local"]
     args = ["run", EXAMPLE / "query.cep", "-i", EXAMPLE / "events.csv", "--count", *where]
     done = sparkcep(*args, cwd=tmp_path)
@@ -222,7 +223,7 @@ def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path, request
 )
 @pytest.mark.parametrize("cap", [None, 40])
 def test_local_count_prints_the_number_of_rows_written(sparkcep, tmp_path, query, cap):
-    """Issue 16 §5: `--local --count` counts without building the rows where it can; the
+    """`--local --count` counts without building the rows where it can; the
     number is the one of the rows a run writes, --max-matches too."""
     import numpy as np
     import pandas as pd
@@ -284,7 +285,7 @@ PROGRESS_RUN = ["run", "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 3", "-i", "events
 
 @pytest.mark.spark
 def test_spark_progress_shows_on_a_terminal_only(sparkcep, spark, tmp_path, monkeypatch):
-    """Issue 16 §8: on a terminal, a run that lasts more than 2 s (here: from its start,
+    """on a terminal, a run that lasts more than 2 s (here: from its start,
     so that a short run shows it) shows Spark's stage and tasks done; with stderr
     captured (not a terminal), nothing of it is written."""
     import io
@@ -322,7 +323,7 @@ def test_spark_progress_shows_in_a_real_terminal_only(tmp_path):
 
 
 def test_local_run_does_not_import_pyspark(tmp_path):
-    """Issue 16 §5: `run --local` starts without Spark's Python package (its import is a
+    """`run --local` starts without Spark's Python package (its import is a
     good part of a short run's time)."""
     env = dict(os.environ, COLUMNS="200")
     done = subprocess.run(

@@ -1,4 +1,4 @@
-"""Issue 16 §3, the demo's start (benchmarks/results/demo_timeline.md): a tiny input runs
+"""The demo's start (benchmarks/results/demo_timeline.md): a tiny input runs
 with interpreted expressions and without adaptive execution (and gives the same rows and
 rejected rows), and the command ends without Python's module teardown once its output
 is out."""

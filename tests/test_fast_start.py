@@ -1,4 +1,4 @@
-"""Issue 16 §3, fast start: the JVM class archive is recorded by the first Spark run and
+"""Fast start: the JVM class archive is recorded by the first Spark run and
 used from the next one on, without a separate command (runners/spark/cds.py)."""
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def test_types_are_inferred_from_text_columns(spark, tmp_path):
 
 
 def test_only_the_columns_a_query_names_are_typed(spark, tmp_path):
-    """Issue 16 §1: the checking pass infers types only for the columns the queries can
+    """the checking pass infers types only for the columns the queries can
     read; the others stay text as read (also in the rejected rows)."""
     path = tmp_path / "events.csv"
     path.write_text(
@@ -391,7 +391,7 @@ def _tasks_per_stage(spark, group: str) -> list[int]:
 
 
 def test_every_core_matches(spark, tmp_path):
-    """Issue 16 §2: the matching stage of a keyed query has a task per core at least,
+    """the matching stage of a keyed query has a task per core at least,
     also when the input is one small file (one split) and the output one file."""
     pdf = events(600, seed=11).assign(k=lambda f: np.arange(len(f)) % 16)
     path = tmp_path / "events.csv"
