@@ -8,15 +8,14 @@ import math
 import pandas as pd
 import pytest
 from aggregation_oracle import oracle_aggregate
-from helpers import examples, normalize
+from helpers import engine_rows, examples, normalize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import agg_queries, streams
 from strategies import events_frame as frame
 
 from sparkcep import QueryError
-from sparkcep.checks import compile_one, one_shot
-from sparkcep.engines.output import sort_rows
+from sparkcep.checks import compile_one
 from sparkcep.plan import Options
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
 
@@ -192,14 +191,6 @@ def test_errors():
 
 
 # ---- against the oracle ------------------------------------------------------------
-
-
-def engine_rows(events: pd.DataFrame, queries, **options) -> pd.DataFrame:
-    """The rows of `queries`' one program over `events`, in output order: the engine
-    alone, compiled and run as the conformance suite does (the runner's checks of the
-    input are tested in test_runners; here they would cost a third of each example)."""
-    program = compile_one(queries, events, Options(id_col="id", **options))
-    return sort_rows(one_shot(program, events), program.order)
 
 
 def check(events, query, algorithms=("aseq", "twostep")):
