@@ -1,4 +1,4 @@
-"""Shared helpers: compare engine output with the oracle's, rows as plain tuples."""
+"""Shared helpers: an engine's rows, compared with the oracle's as plain tuples."""
 
 from __future__ import annotations
 
@@ -39,6 +39,20 @@ def rows_of(frame: pd.DataFrame, columns: list[str]) -> list[tuple]:
 
 def oracle_rows(matches: list[dict], columns: list[str]) -> list[tuple]:
     return [tuple(normalize(m.get(c)) for c in columns) for m in matches]
+
+
+def engine_rows(events: pd.DataFrame, queries, **options) -> pd.DataFrame:
+    """The rows of `queries`' one program over `events`, in output order: the engine
+    alone, compiled and run as the conformance suite does. The runner's checks of the
+    input are tested in test_runners; in an oracle test they would cost half of each
+    example."""
+    from sparkcep.checks import compile_one, one_shot
+    from sparkcep.engines.output import sort_rows
+    from sparkcep.plan import Options
+
+    options.setdefault("id_col", "id")
+    program = compile_one(queries, events, Options(**options))
+    return sort_rows(one_shot(program, events), program.order)
 
 
 def examples(n: int) -> int:

@@ -8,15 +8,14 @@ import math
 import pandas as pd
 import pytest
 from aggregation_oracle import oracle_aggregate
-from helpers import examples, normalize
+from helpers import engine_rows, examples, normalize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import agg_queries, streams
 from strategies import events_frame as frame
 
 from sparkcep import QueryError
-from sparkcep.checks import compile_one, one_shot
-from sparkcep.engines.output import sort_rows
+from sparkcep.checks import compile_one
 from sparkcep.plan import Options
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
 
@@ -194,29 +193,22 @@ def test_errors():
 # ---- against the oracle ------------------------------------------------------------
 
 
-def engine_rows(events: pd.DataFrame, queries, **options) -> pd.DataFrame:
-    """The rows of `queries`' one program over `events`, in output order: the engine
-    alone, compiled and run as the conformance suite does (the runner's checks of the
-    input are tested in test_runners; here they would cost a third of each example)."""
-    program = compile_one(queries, events, Options(id_col="id", **options))
-    return sort_rows(one_shot(program, events), program.order)
-
-
-def check(events, query, algorithm="aseq"):
+def check(events, query, algorithms=("aseq", "twostep")):
+    """Each algorithm's rows are the oracle's (computed once for all of them)."""
     expected = oracle_aggregate(query, events)
-    got = engine_rows(frame(events), query, algorithm=algorithm)
-    cols = [c for c in got.columns]
-    exp = [tuple(normalize(r[c]) for c in cols) for r in expected]
-    assert rows(got, cols) == exp, query
+    for algorithm in algorithms:
+        got = engine_rows(frame(events), query, algorithm=algorithm)
+        cols = [c for c in got.columns]
+        exp = [tuple(normalize(r[c]) for c in cols) for r in expected]
+        assert rows(got, cols) == exp, (algorithm, query)
 
 
-@pytest.mark.parametrize("algorithm", ["aseq", "twostep"])
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_aggregates_equal_the_oracle(algorithm, data):
+def test_aggregates_equal_the_oracle(data):
     events = data.draw(streams())
     query = data.draw(agg_queries())
-    check(events, query, algorithm)
+    check(events, query)
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -289,10 +281,9 @@ def test_counts_beyond_64_bits_stay_exact():
 MAGNITUDES = [1e16, 3.0e12, 7.69, 1.0, 0.1, 2.5e-7, 123456.789]
 
 
-@pytest.mark.parametrize("algorithm", ["aseq", "twostep"])
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_float_sums_are_correctly_rounded_whatever_came_before(algorithm, data):
+def test_float_sums_are_correctly_rounded_whatever_came_before(data):
     events = data.draw(streams(max_events=14))
     events.sort(key=lambda e: e["ts"])  # ids in time order: a big value, then small ones
     for i, e in enumerate(events):
@@ -302,14 +293,17 @@ def test_float_sums_are_correctly_rounded_whatever_came_before(algorithm, data):
     w = data.draw(st.integers(1, 6))
     query = f"PATTERN SEQ(A a, B b){group} AGG SUM({var}.v) AS s, AVG({var}.v) AS av WITHIN {w}"
     expected = oracle_aggregate(query, events)
-    got = engine_rows(frame(events), query, algorithm=algorithm)
-    assert len(got) == len(expected)
-    for (_, row), exp in zip(got.iterrows(), expected):
-        for col in ("s", "av"):
-            if exp[col] is None:
-                assert pd.isna(row[col])
-            else:
-                assert math.isclose(row[col], exp[col], rel_tol=1e-12, abs_tol=0), (query, col)
+    for algorithm in ("aseq", "twostep"):
+        got = engine_rows(frame(events), query, algorithm=algorithm)
+        assert len(got) == len(expected)
+        for (_, row), exp in zip(got.iterrows(), expected):
+            for col in ("s", "av"):
+                if exp[col] is None:
+                    assert pd.isna(row[col])
+                else:
+                    assert math.isclose(row[col], exp[col], rel_tol=1e-12, abs_tol=0), (
+                        algorithm, query, col,
+                    )  # fmt: skip
 
 
 def test_a_float_sum_forgets_the_values_before_its_window():
@@ -360,7 +354,8 @@ def tail_sharing_workloads(draw):
     return texts
 
 
-@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 60 workloads (120 took 10 s: each runs three sharings and a chunked connect)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_tail_sharing_workloads_equal_unshared(data):
     events = frame(data.draw(streams(max_events=16, types="ABCD")))

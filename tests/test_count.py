@@ -21,7 +21,7 @@ from sparkcep.plan import Options
 from sparkcep.runners.local import execute_local
 
 SETTINGS = settings(
-    max_examples=examples(60),  # pure Python, ~75 ms an example: 120 took 9 s each
+    max_examples=examples(40),  # pure Python, ~75 ms an example: 60 took 5 s each
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

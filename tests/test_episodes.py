@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from episode_oracle import OracleRule, events_in_order, min_latest, predicted_union, predictions
 from episode_strategies import rule_files
-from helpers import examples, normalize
+from helpers import engine_rows, examples, normalize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import events_frame, streams
@@ -29,8 +29,8 @@ ALGORITHMS = ("episodes", "tofel", "directmatch")
 COLUMNS = ["query", "ids", "t_s", "t_e", "after", "before"]
 
 
-def engine_rows(frame: pd.DataFrame, text: str, algorithm: str, key: str | None) -> list[tuple]:
-    out = run_local(frame, text, id_col="id", algorithm=algorithm).matches
+def algorithm_rows(frame: pd.DataFrame, text: str, algorithm: str, key: str | None) -> list[tuple]:
+    out = engine_rows(frame, text, algorithm=algorithm)
     cols = COLUMNS + ([key] if key else [])
     return sorted(tuple(normalize(row[c]) for c in cols) for _, row in out.iterrows())
 
@@ -58,7 +58,7 @@ def test_every_algorithm_equals_the_oracle(stream, rule_file):
     expected = oracle_rows(stream, rules, key, tiebreak)
     frame = events_frame(stream)
     for algorithm in ALGORITHMS:
-        assert engine_rows(frame, text, algorithm, key) == expected, algorithm
+        assert algorithm_rows(frame, text, algorithm, key) == expected, algorithm
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -78,7 +78,7 @@ def test_dense_streams_one_event_per_time(stream, rule_file):
     expected = oracle_rows(events, rules, None, None)
     frame = events_frame(events)
     for algorithm in ALGORITHMS:
-        assert engine_rows(frame, text, algorithm, None) == expected, algorithm
+        assert algorithm_rows(frame, text, algorithm, None) == expected, algorithm
 
 
 @settings(max_examples=examples(40), deadline=None)

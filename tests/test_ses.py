@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from helpers import examples, oracle_rows, rows_of
+from helpers import engine_rows, examples, oracle_rows, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ses_oracle import ses_oracle
@@ -33,9 +33,7 @@ def SETTINGS(n: int):
 
 
 def run(events, query, **options):
-    options.setdefault("id_col", "id")
-    return execute_local(frame(events) if isinstance(events, list) else events, query,
-                         Options(**options)).matches  # fmt: skip
+    return engine_rows(frame(events) if isinstance(events, list) else events, query, **options)
 
 
 def same(got: pd.DataFrame, expected: list[dict], query: str) -> None:

@@ -5,6 +5,7 @@ an engine implements is `engines.base`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,13 +38,29 @@ PANDAS_DTYPES = {
 
 
 def empty_frame(output: Sequence[OutputColumn], frame: pd.DataFrame | None) -> pd.DataFrame:
-    """No rows, with the output's columns and their types (from `frame` for `like`)."""
+    """No rows, with the output's columns and their types (from `frame` for `like`).
+
+    Programs ask for it at every call that gives no rows; building a frame of empty
+    Series costs ~100 times a copy, so each shape is built once (a copy is handed out:
+    callers may add columns)."""
+    likes = tuple(
+        frame[col.like].dtype if frame is not None and col.like in frame else None
+        for col in output
+        if col.like is not None and not col.is_list
+    )
+    return _empty_template(tuple(output), likes).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _empty_template(output: tuple[OutputColumn, ...], likes: tuple) -> pd.DataFrame:
+    like_dtypes = iter(likes)
     cols = {}
     for col in output:
         if col.is_list:
             dtype: Any = object
         elif col.like is not None:
-            dtype = frame[col.like].dtype if frame is not None and col.like in frame else object
+            dtype = next(like_dtypes)
+            dtype = object if dtype is None else dtype
         else:
             dtype = PANDAS_DTYPES.get(col.kind, object)
         cols[col.name] = pd.Series([], dtype=dtype)

@@ -600,10 +600,11 @@ def _terminals(parser: Lark) -> dict:
     return {t.name: t for t in parser.terminals}
 
 
-def _keywords(parser: Lark) -> list[str]:
+@cache
+def _keywords(parser: Lark) -> tuple[str, ...]:
     """Every keyword of the grammar (SELECT, WITHIN, ...), upper case."""
     names = (_token_name(t, parser) for t in _terminals(parser))
-    return sorted({n for n in names if n and n.replace("_", "").isalpha() and n.isupper()})
+    return tuple(sorted({n for n in names if n and n.replace("_", "").isalpha() and n.isupper()}))
 
 
 def _describe_expected(expected: set[str], parser: Lark) -> str:
@@ -704,7 +705,8 @@ def _syntax_error(text: str, error: UnexpectedInput, parser: Lark | None = None)
         listed = _describe_expected(expected, parser)
         before = _tokens_before(text, token.start_pos)
         keywords = _keywords(parser)
-        allowed = [k for k in keywords if k in {_token_name(t, parser) for t in expected}]
+        expected_names = {_token_name(t, parser) for t in expected}
+        allowed = [k for k in keywords if k in expected_names]
         guess = _near_miss(str(token), allowed)  # a keyword that may come here
         if guess:
             return QueryError(f"unexpected '{token}': did you mean {guess}?", text, span)

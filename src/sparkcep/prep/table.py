@@ -82,7 +82,7 @@ def build_table(
     if not keep_unmatched:
         keep &= mask != 0
     for k in segment_cols:
-        keep &= ~frame[k].isna().to_numpy()
+        keep &= ~_nulls(frame[k])
     row = np.flatnonzero(keep)
     if len(row) < len(frame):
         frame = frame.iloc[row]
@@ -105,6 +105,11 @@ def segment_firsts(table: EventTable) -> np.ndarray:
 
 
 def _sort_codes(col: pd.Series) -> np.ndarray:
+    values = col.to_numpy() if isinstance(col.dtype, np.dtype) else None
+    if values is not None and values.dtype.kind in "iu":  # no nulls: the values themselves
+        return values
+    if values is not None and values.dtype.kind == "f":
+        return np.where(np.isnan(values), -np.inf, values)
     null = col.isna().to_numpy()
     if pd.api.types.is_datetime64_any_dtype(col.dtype):
         values = time_ticks(col.fillna(pd.Timestamp(0)))
@@ -116,6 +121,14 @@ def _sort_codes(col: pd.Series) -> np.ndarray:
     return np.where(null, np.iinfo(np.int64).min, values)
 
 
+def _nulls(col: pd.Series) -> np.ndarray:
+    """Where `col` is null; a numpy integer or bool column never is (pandas' isna costs
+    more than the small batches of a stream)."""
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iub":
+        return np.zeros(len(col), dtype=bool)
+    return col.isna().to_numpy()
+
+
 def _group_ids(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
     """0, 1, 2, ... increasing each time the values of `cols` change (frame is sorted)."""
     n = len(frame)
@@ -125,7 +138,7 @@ def _group_ids(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
     change[0] = True
     for name in cols:
         col = frame[name]
-        null = col.isna().to_numpy()
+        null = _nulls(col)
         if pd.api.types.is_datetime64_any_dtype(col.dtype):
             values = time_ticks(col)
         else:
