@@ -74,7 +74,9 @@ def traced_run(args: list[str]) -> None:
     _wrap(files, "read_spark", "read_spark (the CSV's header, the DataFrame)")
     _wrap(spark, "execute", "execute (the checking pass, plan, compile)")
     _wrap(driver_check, "check_in_driver", "check_in_driver (read, check, plan, compile)")
-    _wrap(driver_check, "execute_driver_checked", "execute_driver_checked (the valid rows to Spark)")
+    _wrap(
+        driver_check, "execute_driver_checked", "execute_driver_checked (the valid rows to Spark)"
+    )
     _wrap(spark, "plan_queries", "plan")
     _wrap(spark, "compile_jobs", "compile")
     _wrap(files, "write_spark", "write_spark")
