@@ -185,14 +185,17 @@ def test_run_through_spark_checking_the_rows_in_spark(sparkcep, spark, tmp_path)
     check_the_demo_through_spark(done, out, in_driver=False)
 
 
-@pytest.mark.parametrize(
-    "through_spark",
-    [False, pytest.param(True, marks=pytest.mark.usefixtures("spark"))],  # the session it takes
-)
-def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path, through_spark):
+def test_count_counts_the_matches_and_writes_nothing(sparkcep, tmp_path):
     """`--count` counts the rows without writing them; rejected rows are written only where
     --rejected says."""
-    where = ["--master", "local[2]"] if through_spark else ["--local"]
+    _counts_and_writes_nothing(sparkcep, tmp_path, ["--local"])
+
+
+def test_count_counts_the_matches_and_writes_nothing_through_spark(sparkcep, tmp_path, spark):
+    _counts_and_writes_nothing(sparkcep, tmp_path, ["--master", "local[2]"])  # takes `spark`
+
+
+def _counts_and_writes_nothing(sparkcep, tmp_path, where):
     args = ["run", EXAMPLE / "query.cep", "-i", EXAMPLE / "events.csv", "--count", *where]
     done = sparkcep(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

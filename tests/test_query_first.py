@@ -184,7 +184,9 @@ def test_a_parquet_input_s_query_error_comes_before_the_checking_pass(
 
 
 @pytest.mark.spark
-def test_a_missing_column_s_error_names_the_input_s_columns_only(capsys, monkeypatch, tmp_path):
+def test_a_missing_column_s_error_names_the_input_s_columns_only(
+    capsys, monkeypatch, tmp_path, spark
+):
     """Spark's reader adds a column of its own for malformed rows; the error lists the
     input's columns, not that one (it did before the check moved here)."""
     path = tmp_path / "e.jsonl"
