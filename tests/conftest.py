@@ -32,20 +32,21 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("spark"))
 
 
-_SPARK_FIXTURE_USED = []
+_spark_accounted_for = False  # the fixture started it, or a test was already told
 
 
 @pytest.fixture(autouse=True)
 def _no_spark_behind_the_fixtures_back(request):
     """A test that starts Spark in this process without asking for the `spark` fixture would
     start a second JVM on the worker meant for tests without Spark: make it ask."""
+    global _spark_accounted_for
     yield
-    if _SPARK_FIXTURE_USED or "pyspark" not in sys.modules:
+    if _spark_accounted_for or "pyspark" not in sys.modules:
         return
     from pyspark import SparkContext
 
     if SparkContext._active_spark_context is not None:
-        _SPARK_FIXTURE_USED.append(False)  # said once: the tests after it did not start it
+        _spark_accounted_for = True  # said once: the tests after it did not start it
         pytest.fail(
             f"{request.node.nodeid} started Spark without the `spark` fixture: ask for it "
             "(one SparkSession per run, on the worker that runs the Spark tests)"
@@ -65,7 +66,8 @@ def spark():
         input_bytes=0,
         **{"spark.sql.shuffle.partitions": "3", "spark.default.parallelism": "2"},
     )
-    _SPARK_FIXTURE_USED.append(True)
+    global _spark_accounted_for
+    _spark_accounted_for = True
     yield session
     session.stop()
 
