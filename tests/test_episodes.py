@@ -437,7 +437,7 @@ def test_doctests_of_the_episode_modules():
 
 
 def test_explain_says_what_a_rule_file_runs():
-    from sparkcep.explain import explain_queries
+    from sparkcep.explanation import explain_queries
 
     text = explain_queries(TRAFFIC)
     assert "engine      episodes" in text

@@ -9,7 +9,7 @@ import gzip
 import pytest
 
 from sparkcep.inputs import CORRUPT
-from sparkcep.runners.streaming.folder import _csv_columns, _text_rows
+from sparkcep.runners.streaming.folder_source import _csv_columns, text_rows
 
 CSV_CASES = {
     "plain": b"id,ts,type\n0,1,A\n1,2,B\n",
@@ -28,7 +28,7 @@ def test_csv_columns_hold_the_rows_the_row_reader_reads(tmp_path, case, gz):
     data = CSV_CASES[case]
     path.write_bytes(gzip.compress(data) if gz else data)
     columns = ["id", "ts", "type"]
-    rows = _text_rows(str(path), "csv", ",", None, expected=columns)
+    rows = text_rows(str(path), "csv", ",", None, expected=columns)
     expected = {c: [r.get(c) for r in rows] for c in [*columns, CORRUPT]}
     assert _csv_columns(str(path), ",", None, columns) == expected
 

@@ -232,7 +232,7 @@ def test_a_batch_reads_u_max_from_the_data():
     assert any(
         w.startswith("U_max = 18 ticks: the largest interval width") for w in result.warnings
     )
-    from sparkcep.explain import explain_queries
+    from sparkcep.explanation import explain_queries
     from sparkcep.plan import Options
 
     assert "U_max (the largest upper - lower) read from the input" in explain_queries(
@@ -599,7 +599,7 @@ def test_a_match_waits_until_no_event_to_come_can_change_it():
 
 def test_explain_names_the_algorithm():
     # (sparkcep.explain, the function, is shadowed by its module once that is imported)
-    from sparkcep.explain import explain_queries
+    from sparkcep.explanation import explain_queries
     from sparkcep.plan import Options
 
     def lines(text):

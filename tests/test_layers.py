@@ -29,7 +29,7 @@ LAYERS = [
     ("runners.streaming", ["runners.streaming"]),  # built on Spark batch's pieces
     ("runners.jobs", ["runners.jobs"]),  # fit, mining, warmup: built on the runners
     # what users call: the API, the command, explain, the conformance suite
-    ("api", ["__init__", "cli", "explain", "checks", "funnels", "_early"]),
+    ("api", ["__init__", "api", "cli", "explanation", "checks", "funnels", "_early"]),
 ]
 _ORDER = list(dict.fromkeys(name for name, _ in LAYERS))
 PREFIXES = {f"sparkcep.{p}": _ORDER.index(name) for name, ps in LAYERS for p in ps}

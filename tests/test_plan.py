@@ -95,7 +95,7 @@ def test_explain_without_input_says_the_window_as_written():
     import re
 
     from sparkcep.engines.registry import engines
-    from sparkcep.explain import explain_queries
+    from sparkcep.explanation import explain_queries
 
     ENGINES = engines()
     for name, engine in ENGINES.items():

@@ -14,19 +14,8 @@ pattern recognition (docs/match_recognize.md).
 
 from __future__ import annotations
 
-import importlib
-
-# first: `sparkcep run` through Spark starts its JVM there, before the imports below
+# first: `sparkcep run` through Spark starts its JVM there, before anything heavy is imported
 from sparkcep import _early  # noqa: F401
-from sparkcep.errors import DataError, QueryError, SparkcepError
-from sparkcep.language.parser import parse, parse_file
-from sparkcep.plan import Options, Plan, analyze
-from sparkcep.plan.model import MATCH_RECOGNIZE_OPTIONS, STREAM_OPTIONS, takes_options
-from sparkcep.runners.local import RunResult, aggregate_local, match_local, run_local
-
-# The module first, so that the function `explain` below is what `sparkcep.explain` names
-# (importing the module later, inside the function, would replace it).
-importlib.import_module("sparkcep.explain")
 
 __version__ = "0.1.0"
 
@@ -54,132 +43,18 @@ __all__ = [
 ]
 
 
-@takes_options()
-def match(df, queries, *, options: Options | None = None, partitions: int | None = None):
-    """Run queries on a Spark DataFrame; returns a Spark DataFrame of their rows.
+def __getattr__(name: str):
+    """The public names are imported when first asked for (PEP 562): a process that only
+    needs one module of sparkcep (a Spark worker reading a stream's files) does not pay
+    for pandas, the parser and the planner."""
+    if name not in __all__:
+        raise AttributeError(f"module 'sparkcep' has no attribute '{name}'")
+    from sparkcep import api
 
-    Without `id_col`, ids are 0-based row numbers in the DataFrame's order; rejected
-    rows are counted in a warning (`sparkcep.runners.spark.run` returns them).
-    """
-    from sparkcep.runners.spark.batch import match as spark_match
-
-    return spark_match(df, queries, options=options, partitions=partitions)
-
-
-@takes_options()
-def aggregate(df, queries, *, options: Options | None = None, partitions: int | None = None):
-    """Run AGG queries (a text, a list, or a file's named queries) on a Spark DataFrame;
-    returns a Spark DataFrame with one row per trigger event (docs/aggregation.md)."""
-    from sparkcep.runners.spark.batch import aggregate as spark_aggregate
-
-    return spark_aggregate(df, queries, options=options, partitions=partitions)
+    value = getattr(api, name)
+    globals()[name] = value
+    return value
 
 
-@takes_options(*STREAM_OPTIONS, required=("id_col",))
-def stream(streaming_df, queries, *, options: Options | None = None, lateness: str = "0"):
-    """Run queries on a streaming DataFrame (docs/streaming.md). Returns a `Stream`:
-    `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
-    columns and a `reason`) are typed streaming DataFrames;
-    `sparkcep.runners.streaming.start` writes all three to files, exactly once."""
-    from sparkcep.runners.streaming.pipeline import stream as spark_stream
-
-    return spark_stream(streaming_df, queries, options=options, lateness=lateness)
-
-
-@takes_options()
-def explain(queries, data=None, *, options: Options | None = None) -> str:
-    """The plan of queries in words: engine, key, pushed-down filter, conditions.
-
-    `data` (optional) is what the query will run on — a Spark DataFrame, its schema
-    (`StructType`), a pandas DataFrame, or a dict of column kinds — so that names and
-    types are checked against its columns.
-    """
-    from sparkcep.explain import explain_queries
-    from sparkcep.plan.match_recognize import query_options
-
-    return explain_queries(queries, _schema(data), query_options(queries, options))
-
-
-@takes_options()
-def funnel_local(events, query: str, *, options: Options | None = None):
-    """A FUNNEL query over a pandas DataFrame: (per key, its furthest step; per step, the
-    number of keys that reached it)."""
-    from sparkcep.funnels import funnel_tables
-
-    run = run_local(events, query, options=options)
-    return funnel_tables(run.matches, run.programs[0])
-
-
-@takes_options()
-def funnel(df, query: str, *, options: Options | None = None, partitions: int | None = None):
-    """A FUNNEL query over a Spark DataFrame: (per key, its furthest step; per step, the
-    number of keys that reached it), as Spark DataFrames."""
-    from sparkcep.funnels import funnel_tables_spark
-    from sparkcep.runners.spark.batch import run
-
-    result = run(df, query, options=options, partitions=partitions)
-    return funnel_tables_spark(result.unordered, result.programs[0])
-
-
-@takes_options(*MATCH_RECOGNIZE_OPTIONS)
-def match_recognize(
-    df, query: str, *, options: Options | None = None, partitions: int | None = None
-):
-    """Run a `SELECT ... MATCH_RECOGNIZE (...)` query on a Spark DataFrame; returns a
-    Spark DataFrame with the columns the standard gives its ROWS PER MATCH mode
-    (docs/match_recognize.md). ORDER BY names the time column (integers or timestamps,
-    `time_unit` for integers when WITHIN has a unit) and an optional tie-break."""
-    from sparkcep.plan.match_recognize import query_options
-    from sparkcep.runners.spark.batch import execute
-
-    options = query_options(query, options)
-    result = execute(df, query, options, partitions=partitions)
-    if result.checked.rejected_count:
-        import warnings
-
-        warnings.warn(
-            f"{result.checked.rejected_count} of {result.checked.events_read} rows were "
-            "rejected (a time or PARTITION BY value missing or unreadable); "
-            "sparkcep.runners.spark.execute(...).rejected has them",
-            stacklevel=2,
-        )
-    return result.rows
-
-
-@takes_options(*MATCH_RECOGNIZE_OPTIONS)
-def match_recognize_local(events, query: str, *, options: Options | None = None):
-    """`match_recognize` over a pandas DataFrame (or an iterable of dicts), in this process.
-
-    >>> rows = [{"t": i, "price": p} for i, p in enumerate([5, 4, 3, 4, 6])]
-    >>> match_recognize_local(rows, "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY t "
-    ...   "MEASURES FIRST(A.price) AS top, LAST(B.price) AS bottom, LAST(C.price) AS back "
-    ...   "PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))")
-       top  bottom  back
-    0    5       3     6
-    """
-    from sparkcep.plan.match_recognize import query_options
-    from sparkcep.runners.local import _warn_rejected, execute_local
-
-    options = query_options(query, options)
-    return _warn_rejected(execute_local(events, query, options), "run_local")
-
-
-def _schema(data):
-    """Column kinds of whatever describes the input."""
-    if data is None or isinstance(data, dict):
-        return data
-    import pandas as pd
-
-    if isinstance(data, pd.DataFrame):
-        from sparkcep.inputs import schema_of
-
-        return schema_of(data)
-    from sparkcep.runners.spark.rows import kind_of_spark
-
-    fields = getattr(data, "fields", None) or getattr(getattr(data, "schema", None), "fields", None)
-    if fields is None:
-        raise TypeError(
-            "explain(query, data): data is a Spark DataFrame, a StructType, a pandas "
-            "DataFrame or a dict of column kinds"
-        )
-    return {f.name: kind_of_spark(f.dataType) for f in fields}
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

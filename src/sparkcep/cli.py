@@ -520,7 +520,7 @@ def explain(
     null_value: NullOpt = None,
 ):
     """Print the plan of a query in words: engine, key, pushed-down filter, conditions."""
-    from sparkcep.explain import explain_queries
+    from sparkcep.explanation import explain_queries
 
     text = _pick(_query_text(query), name)
     schema = valid = None

@@ -28,29 +28,16 @@ from sparkcep.inputs import (
     null_cells,
 )
 from sparkcep.jsonlines import json_bytes
+from sparkcep.sizes import FORMATS as FORMATS
 from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
 from sparkcep.sizes import data_bytes as data_bytes
+from sparkcep.sizes import file_format as file_format
 
-FORMATS = {
-    ".csv": "csv",
-    ".jsonl": "json",
-    ".json": "json",
-    ".ndjson": "json",
-    ".parquet": "parquet",
-}
 REPLACEMENT = "\ufffd"  # what a byte that is not UTF-8 is read as
 # A cell may be of any length, as Spark and pandas read it (Python's csv module stops at
 # 128 KiB): for the headers, the first rows and the stream's files (folder_stream).
 csv.field_size_limit(2**31 - 1)
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-def file_format(path: str) -> str | None:
-    name = path.lower()
-    for suffix in (".gz", ".bz2", ".zst", ".snappy"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return FORMATS.get(os.path.splitext(name)[1])
 
 
 def input_files(path: str) -> tuple[list[str], str]:

@@ -29,6 +29,7 @@ from datetime import datetime
 # Cells that mean "no value" in text input (CSV), the same for pandas and Spark: an empty
 # (or blank) cell only; the user may name more (`--null-value`, `null_values=`), since a
 # word such as 'NA' is a value (a case id, a country code).
+CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 NULL_TOKENS = ("",)
 # Timestamp text, the one rule of every reader (docs/input.md): a date written year
 # first with '-' or '/', then optionally a time after 'T' or a space (hours and minutes,

@@ -22,13 +22,15 @@ from sparkcep.input_types import (
     choose_kind,
     mostly_numbers,
 )
+from sparkcep.input_types import (
+    CORRUPT as CORRUPT,
+)
 from sparkcep.schema import Kind, kind_of_pandas
 from sparkcep.timeunits import TIME_LIMIT
 
 ROW = "__row"  # 0-based row number in input order, the id when no id column is given
 ORDER_COL = "__order"  # the input's row order as the time (MATCH_RECOGNIZE without ORDER BY)
 REASON = "reason"
-CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 READ_REASON = "__read_reason"  # why the reader could not use a row (malformed, not UTF-8)
 
 

@@ -1,6 +1,7 @@
-"""How many bytes an input holds unpacked: what a run's settings are chosen by. Its own
-module, importing nothing heavy: `sparkcep._early` sizes the input before the command's
-imports (`files` re-exports it)."""
+"""How many bytes an input holds unpacked (what a run's settings are chosen by) and a file's
+format by its name. Its own module, importing nothing heavy: `sparkcep._early` sizes the
+input before the command's imports, and a stream's reader lists its folder in a Python
+process of its own (`files` re-exports both)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,20 @@ def data_bytes(files: list[str]) -> int:
             size *= UNKNOWN_RATIO
         total += size
     return total
+
+
+FORMATS = {
+    ".csv": "csv",
+    ".jsonl": "json",
+    ".json": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+}
+
+
+def file_format(path: str) -> str | None:
+    name = path.lower()
+    for suffix in (".gz", ".bz2", ".zst", ".snappy"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return FORMATS.get(os.path.splitext(name)[1])

@@ -70,6 +70,11 @@ def spark_session(
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
+        # PySpark's DataFrame debugging sends each function call's Python call site to the
+        # JVM (six more py4j round trips per F.col, F.when...): building a run's Spark
+        # expressions took 3 of a small run's 4 seconds. sparkcep reports a failed Spark
+        # job in one line of its own (sparkcep.failures), without that call site.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     archive = archive_options() if fresh else []
     light_options, light_conf = light_driver(input_bytes)
