@@ -184,7 +184,12 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted((SRC / "runners").rglob("*.py")), SRC / "cli.py", SRC / "explain.py"],
+    [
+        *sorted((SRC / "runners").rglob("*.py")),
+        SRC / "cli.py",
+        SRC / "explanation.py",
+        SRC / "api.py",
+    ],
     ids=lambda p: str(p.relative_to(SRC)),
 )
 def test_runners_cli_and_explain_import_no_engine(path):
