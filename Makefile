@@ -1,6 +1,6 @@
 # sparkcep: two commands for a fresh machine with Python 3.11 and Java 17.
 #   make demo   - set up .venv, run the main job on a bundled example through Spark local mode
-#   make test   - set up .venv with the dev tools, run the test suite (about 16 minutes on 2 cores)
+#   make test   - set up .venv with the dev tools, run the test suite (about 14 minutes on 2 cores)
 #   make test-all - the same, with the slow tests too (whole processes, every engine example on Spark)
 PYTHON ?= python3.11
 VENV := .venv
@@ -56,6 +56,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
 	$(BIN)/python -m benchmarks.ayac
+	$(BIN)/python -m benchmarks.small_runs
 	$(BIN)/python -m benchmarks.episodes
 	$(BIN)/python -m benchmarks.imprecise
 	$(BIN)/python -m benchmarks.match_recognize

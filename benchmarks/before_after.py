@@ -123,8 +123,12 @@ def main() -> None:
 
 
 def write(rows, before: str, repeat: int) -> None:
+    # the default commit's table is the engine interface's (issue 9); another commit's is
+    # a file of its own, so that one run does not replace the other's record
+    title = "the engine interface (issue 9)" if before == BEFORE else f"commit `{before}`"
+    name = "before_after.md" if before == BEFORE else f"before_after_{before}.md"
     lines = [
-        "# Before and after the engine interface (issue 9)",
+        f"# Before and after {title}",
         "",
         f"`python -m benchmarks.before_after` on {platform.machine()}, Python "
         f"{platform.python_version()}: whole `sparkcep run` processes (start-up included), "
@@ -136,7 +140,7 @@ def write(rows, before: str, repeat: int) -> None:
     ]
     lines += [f"| {j} | {b:.2f} | {a:.2f} | {r:.2f} | {s} |" for j, b, a, r, s in rows]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "before_after.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / name).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -48,12 +48,27 @@ def __getattr__(name: str):
     needs one module of sparkcep (a Spark worker reading a stream's files) does not pay
     for pandas, the parser and the planner."""
     if name not in __all__:
-        raise AttributeError(f"module 'sparkcep' has no attribute '{name}'")
+        return _submodule(name)
     from sparkcep import api
 
     value = getattr(api, name)
     globals()[name] = value
     return value
+
+
+def _submodule(name: str):
+    """`sparkcep.runners` and the like, as before the package imported lazily."""
+    import importlib
+
+    missing = AttributeError(f"module 'sparkcep' has no attribute '{name}'")
+    if name.startswith("__"):
+        raise missing
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+        raise missing from None
 
 
 def __dir__() -> list[str]:
