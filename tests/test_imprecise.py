@@ -598,7 +598,6 @@ def test_a_match_waits_until_no_event_to_come_can_change_it():
 
 
 def test_explain_names_the_algorithm():
-    # (sparkcep.explain, the function, is shadowed by its module once that is imported)
     from sparkcep.explanation import explain_queries
     from sparkcep.plan import Options
 

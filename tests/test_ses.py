@@ -194,8 +194,6 @@ def test_engines_that_cannot_answer_say_why():
 
 
 def test_explain_says_which_prunings_apply():
-    # Imported here: importing the module sparkcep.explain replaces the function
-    # sparkcep.explain on the package (tests that use the function run first).
     from sparkcep.explanation import explain_plan
 
     query = "PATTERN SEQ({c, p+}, {b}) WHERE c.PID = p.PID AND p.PID = b.PID WITHIN 15 INCLUSIVE"

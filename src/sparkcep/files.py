@@ -34,9 +34,6 @@ from sparkcep.sizes import data_bytes as data_bytes
 from sparkcep.sizes import file_format as file_format
 
 REPLACEMENT = "\ufffd"  # what a byte that is not UTF-8 is read as
-# A cell may be of any length, as Spark and pandas read it (Python's csv module stops at
-# 128 KiB): for the headers, the first rows and the stream's files (folder_stream).
-csv.field_size_limit(2**31 - 1)
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 

@@ -22,6 +22,7 @@ leading zero), then one per type of KINDS: the cells that read as that type.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from datetime import datetime
@@ -29,6 +30,10 @@ from datetime import datetime
 # Cells that mean "no value" in text input (CSV), the same for pandas and Spark: an empty
 # (or blank) cell only; the user may name more (`--null-value`, `null_values=`), since a
 # word such as 'NA' is a value (a case id, a country code).
+# A cell may be of any length, as Spark and pandas read it (Python's csv module stops at
+# 128 KiB): for the headers, the first rows and a stream's files. Here, in the module every
+# reader of text imports (a stream's reader process imports little else of sparkcep).
+csv.field_size_limit(2**31 - 1)
 CORRUPT = "__corrupt_record"  # the text of a row that could not be parsed (Spark's column)
 NULL_TOKENS = ("",)
 # Timestamp text, the one rule of every reader (docs/input.md): a date written year

@@ -24,10 +24,6 @@ from sparkcep.failures import reading
 from sparkcep.input_types import CORRUPT, NULL_TOKENS
 from sparkcep.sizes import file_format
 
-# A cell may be of any length, as in a batch run (sparkcep.files): Python's csv module
-# stops at 128 KiB, and this module is all the reading process imports of sparkcep.
-csv.field_size_limit(2**31 - 1)
-
 
 def listing(folder: str, fmt: str) -> list[tuple[int, str]]:
     """(modification time in ns, name) of the folder's files of this format, in order."""
