@@ -55,9 +55,11 @@ def _no_spark_behind_the_fixtures_back(request):
 
 @pytest.fixture(scope="session")
 def spark():
+    from sparkcep.runners.spark.compiled_home import build
     from sparkcep.runners.spark.session import spark_session
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    build()  # at once, as `sparkcep warmup` does: this session's Python processes use it
     session = spark_session(
         "local[2]",
         app_name="sparkcep-tests",

@@ -1,5 +1,6 @@
 """Fast start: the JVM class archive is recorded by the first Spark run and
-used from the next one on, without a separate command (runners/spark/cds.py)."""
+used from the next one on, without a separate command (runners/spark/cds.py); so is the
+compiled Python archive (runners/spark/compiled_home.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.runners.spark import cds
+from sparkcep.runners.spark import cds, compiled_home
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "examples" / "cpu_overload"
@@ -123,6 +124,11 @@ def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir,
     while cds._alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.5)  # the JVM writes the archive as it exits
     assert Path(recording).stat().st_size > 1_000_000
+    # The first session also started a builder of the compiled Python archive.
+    building = compiled_home._lock(compiled_home.home_path(compiled_home.real_home()))
+    while building.exists() and deadline > time.monotonic():
+        time.sleep(0.5)
+    assert compiled_home.compiled_home(build_if_missing=False) is not None
     second = tmp_path / "second" / "matches.jsonl"
     check_the_demo_through_spark(_demo(second, env), second, in_driver=True)
     assert target.exists() and not lock.exists()
@@ -145,3 +151,66 @@ def test_a_jvm_that_cannot_start_still_says_why_on_stderr(tmp_path):
     said = done.stderr.find("Not allowed to specify max heap")
     assert said != -1, done.stderr
     assert said < done.stderr.find("JAVA_GATEWAY_EXITED")
+
+
+# ---- the compiled Python archive (runners/spark/compiled_home.py) ------------------------
+
+
+def test_the_compiled_home_holds_bytecode_under_the_real_names(archive_dir):
+    """Built from PySpark's own Spark home: the same zips with bytecode beside each
+    module. A Python with only those zips on its path imports the bytecode, and a module's
+    code still names the real zip's file (tracebacks read as before) with its source."""
+    real = compiled_home.real_home()
+    assert compiled_home.compiled_home(build_if_missing=False) is None
+    home = compiled_home.build()
+    assert home == compiled_home.compiled_home(build_if_missing=False)
+    assert (home / "jars").resolve() == (real / "jars").resolve()
+    lib, real_lib = home / "python" / "lib", real / "python" / "lib"
+    code = (
+        "import inspect, pyspark, pyspark.sql.functions.builtin as F\n"
+        "print(pyspark.__file__)\n"
+        "print(F._invoke_function.__code__.co_filename)\n"
+        "print(len(inspect.getsource(F._invoke_function)))\n"
+    )
+    path = os.pathsep.join(str(z) for z in sorted(lib.glob("*.zip")))
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = {path.split(os.pathsep)!r}\n"
+         + code], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    module, filename, source = done.stdout.split()
+    assert module == f"{lib / 'pyspark.zip'}/pyspark/__init__.pyc"
+    assert filename.startswith(f"{real_lib / 'pyspark.zip'}/pyspark/sql/functions/")
+    assert int(source) > 100
+
+
+def test_no_compiled_home_when_asked_not_to(archive_dir, monkeypatch):
+    built = compiled_home.home_path(compiled_home.real_home()) / "python" / "lib" / "pyspark.zip"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"")
+    assert compiled_home.compiled_home(build_if_missing=False) == built.parent.parent.parent
+    monkeypatch.setenv("SPARKCEP_COMPILED_HOME", "0")
+    assert compiled_home.compiled_home() is None
+
+
+def test_a_python_process_spark_starts_imports_the_compiled_pyspark(spark):
+    """The session the tests share was started from the compiled home (conftest builds
+    it first, as `sparkcep warmup` does). A Python process Spark starts on its own (here a
+    data source's planner, as a stream's folder reader is) imports PySpark's bytecode from
+    it; this process's SPARK_HOME is what it was."""
+    from pyspark.sql.datasource import DataSource
+
+    class Where(DataSource):  # defined here: pickled by value for the planner process
+        @classmethod
+        def name(cls):
+            return "sparkcep_where"
+
+        def schema(self):
+            import pyspark
+
+            return f"`{pyspark.__file__}` int"
+
+    spark.dataSource.register(Where)
+    found = spark.read.format("sparkcep_where").load().columns
+    home = compiled_home.compiled_home(build_if_missing=False)
+    assert found == [f"{home}/python/lib/pyspark.zip/pyspark/__init__.pyc"]
+    assert os.environ.get("SPARK_HOME") != str(home)

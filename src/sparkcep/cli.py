@@ -701,11 +701,17 @@ def _print_warning(text: str) -> None:
 
 @app.command()
 def warmup():
-    """Record the JVM class archive that makes Spark start faster (run once after install)."""
+    """Record the JVM class archive and compile Spark's Python archive, which make Spark
+    start faster (run once after install)."""
     from sparkcep.runners.jobs.warmup import record
+    from sparkcep.runners.spark.compiled_home import build
 
+    with err.status("compiling Spark's Python archive"):
+        home = build()
     with err.status("recording the JVM class archive (a short Spark job)"):
         path = record(verbose=False)
+    if home is not None:
+        out.print(f"compiled Spark home written to {home}", markup=False, highlight=False)
     out.print(f"class archive written to {path}", markup=False, highlight=False)
 
 

@@ -28,8 +28,12 @@ def archive_path() -> Path:
     real = os.path.realpath(java) if java else ""
     stamp = f"{real}:{os.path.getmtime(real) if real else 0}:{pyspark.__version__}:{sys.prefix}"
     digest = hashlib.sha1(stamp.encode()).hexdigest()[:12]
-    folder = os.environ.get("SPARKCEP_CDS_DIR") or Path(sys.prefix) / "share" / "sparkcep"
-    return Path(folder) / f"spark-{digest}.jsa"
+    return archive_folder() / f"spark-{digest}.jsa"
+
+
+def archive_folder() -> Path:
+    """Where sparkcep keeps what makes Spark start faster (this archive, `compiled_home`)."""
+    return Path(os.environ.get("SPARKCEP_CDS_DIR") or Path(sys.prefix) / "share" / "sparkcep")
 
 
 QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]  # a JVM that outlives us prints nothing

@@ -1,5 +1,6 @@
 """The SparkSession sparkcep runs in: local mode by default, UTC, UI off, quiet logs, the
-JVM class archive when it was recorded (`cds`)."""
+JVM class archive when it was recorded (`cds`), the compiled Python archive when it was
+built (`compiled_home`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sparkcep.runners.spark.cds import archive_options, recording_started
+from sparkcep.runners.spark.compiled_home import compiled_home
 
 SMALL_INPUT_BYTES = 256 * 2**20
 TINY_INPUT_BYTES = 2**20
@@ -88,7 +90,7 @@ def spark_session(
     settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update({key: str(value) for key, value in conf.items()})
     if fresh:
-        launch_quietly(settings)
+        launch_quietly(settings, compiled_home())
     builder = SparkSession.builder.config(map=settings)
     spark = builder.getOrCreate()
     if fresh and archive:
@@ -106,13 +108,14 @@ def spark_session(
 JVM_NOTICES = (b"WARNING: Using incubator modules",)
 
 
-def launch_quietly(settings: dict[str, str]) -> None:
+def launch_quietly(settings: dict[str, str], home: Path | None = None) -> None:
     """Launch Spark's JVM (the py4j gateway) as PySpark would, with `settings`, but with
     its stderr passed on through a filter that drops JVM_NOTICES: Spark's launcher adds
     `--add-modules=jdk.incubator.vector` to every JVM, and Java then prints a warning
     line on every run that tells a user nothing. Every other line the JVM writes
     (errors included) reaches stderr as before. Nothing is done when the gateway exists
-    already or is given (PYSPARK_GATEWAY_PORT)."""
+    already or is given (PYSPARK_GATEWAY_PORT). `home`: the Spark home the JVM starts
+    from (`compiled_home`), for its launch only: this process's environment is kept."""
     import threading
 
     from pyspark import SparkConf, SparkContext
@@ -129,12 +132,20 @@ def launch_quietly(settings: dict[str, str]) -> None:
         target=_pass_on, args=(reading,), daemon=True, name="sparkcep-jvm-stderr"
     )
     forward.start()
+    before = os.environ.get("SPARK_HOME")
+    if home is not None:
+        os.environ["SPARK_HOME"] = str(home)
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": writing})
     except BaseException:
         os.close(writing)
         forward.join(timeout=5)  # the JVM's last words (why it did not start) first
         raise
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_HOME", None)
+        else:
+            os.environ["SPARK_HOME"] = before
     os.close(writing)  # the JVM holds its own end
     with SparkContext._lock:
         SparkContext._gateway = gateway
