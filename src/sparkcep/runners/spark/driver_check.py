@@ -242,10 +242,10 @@ def execute_driver_checked(
         [T.StructField(c, spark_type("int" if c in stamps else k)) for c, k in kinds.items()]
     )
     valid = spark.createDataFrame(rows, schema)
-    for c in stamps:
-        valid = valid.withColumn(c, F.timestamp_micros(F.col(f"`{c}`")))
+    stamped = {c: F.timestamp_micros(F.col(f"`{c}`")) for c in stamps}
     if time_kind == "timestamp":
-        valid = valid.withColumn(time_col, F.timestamp_micros(F.col(TICKS)))
+        stamped[time_col] = F.timestamp_micros(F.col(TICKS))
+    valid = valid.withColumns(stamped) if stamped else valid
     events = checked.events
     min_tick, max_tick = tick_range(checked, time_col)
     duplicates = int(events.valid[options.id_col].duplicated().sum()) if options.id_col else 0

@@ -20,8 +20,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcep.errors import DataError
@@ -112,7 +110,7 @@ def _arrow_kind(t: pa.DataType) -> str:
 def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | None,
                 max_files: int | None, checkpoint: str | None, null_values=()):  # fmt: skip
     """The folder as a streaming DataFrame of text columns (typed columns for parquet),
-    and the types its columns are read as (`typed_stream` applies them)."""
+    and the types its columns are read as (the streaming pipeline's `_typed` applies them)."""
     spark.dataSource.register(FolderSource)
     types = stream_types(folder, fmt, sep, columns, checkpoint, null_values)
     if fmt == "parquet":
@@ -141,19 +139,3 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
 
 def _kind_of(spark_name: str) -> str:
     return {"long": "int", "double": "float", "boolean": "bool"}.get(spark_name, spark_name)
-
-
-def typed_stream(df: DataFrame, types: dict[str, str], keep: set[str]) -> DataFrame:
-    """Text columns cast to their decided types; a cell that does not cast becomes null,
-    and its text stays in `__raw_<i>` for the columns in `keep` (the time column's text
-    is kept by the streaming runner itself)."""
-    from sparkcep.runners.spark.rows import text_cast
-
-    out = df
-    for i, (col, kind) in enumerate(types.items()):
-        if kind == "string" or dict(df.dtypes).get(col) != "string":
-            continue
-        if col in keep:
-            out = out.withColumn(f"__raw_{i}", F.col(f"`{col}`"))
-        out = out.withColumn(col, text_cast(F.col(f"`{col}`"), kind))
-    return out

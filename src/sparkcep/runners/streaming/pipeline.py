@@ -260,14 +260,17 @@ def _typed(sdf: DataFrame, types: dict[str, str], time_col: str) -> _Prepared:
     """Columns cast to their types (a source's decided types; the time column as integers
     or timestamps), each cast column's cell as read kept beside it."""
     raw: dict[str, str] = {}
+    dtypes = dict(sdf.dtypes)
+    columns = {}  # one projection: each expression reads the columns as they came
     for i, name in enumerate(sdf.columns):
         kind = types.get(name, "string")
         if name == time_col or kind != "string":
             raw[name] = f"__raw_{i}"
-            sdf = sdf.withColumn(raw[name], F.col(f"`{name}`"))
-        if kind != "string" and name != time_col and dict(sdf.dtypes)[name] == "string":
-            sdf = sdf.withColumn(name, text_cast(F.col(f"`{name}`"), kind))
-    time_type = dict(sdf.dtypes)[time_col]
+            columns[raw[name]] = F.col(f"`{name}`")
+        if kind != "string" and name != time_col and dtypes[name] == "string":
+            columns[name] = text_cast(F.col(f"`{name}`"), kind)
+    sdf = sdf.withColumns(columns) if columns else sdf
+    time_type = dtypes[time_col]
     if time_type == "string":
         text = F.col(f"`{time_col}`")
         if types.get(time_col) in ("long", "double"):
