@@ -201,3 +201,21 @@ def test_the_fit_command(tmp_path, capsys):
     assert set(model["components"]) == {"x", "y", "z"}
     assert "miss rate" in shown and "exponential" in shown
     assert "miss n" in shown  # each estimate's sample size
+
+
+def test_every_estimate_counts_the_same_checked_events():
+    """The measuring queries run together, over one set of checked rows: a C read whose
+    `w` is not a number (a column only the complete pattern reads) is rejected for the
+    pattern without x too, so the model is the one of the history without that row."""
+    query = """PATTERN SEQ(ANY x, ANY z)
+    WHERE x.reader = 'A' AND z.reader = 'C' AND z.w > x.w AND [tag]
+    WITHIN 10 min MISSING RATE 0.1"""
+    clean = history(n=400).assign(w=lambda f: (f["reader"] == "C").astype(int))
+    bad = clean[clean["reader"] == "C"].iloc[[0]].assign(w="oops", tag=10**6)
+    damaged = pd.concat([clean.astype({"w": object}), bad], ignore_index=True)
+    options = Options(time_unit="ms")
+    expected = fit_model_local(clean, query, options)
+    got = fit_model_local(damaged, query, options)
+    for var in ("x", "z"):
+        mine, theirs = got["components"][var], expected["components"][var]
+        assert (mine["sample"], mine["miss_rate"]) == (theirs["sample"], theirs["miss_rate"])

@@ -120,6 +120,19 @@ class FitPlan:
             text += " RETURN " + ", ".join(items)
         return text
 
+    def together(self) -> tuple[str, bool]:
+        """The measuring queries as one query file, and whether it holds several (then each
+        row's `query` is 'complete', 'negated_<var>' or 'reduced_<var>'): one run measures
+        them all, over one reading of the history and the same checked rows."""
+        named = {
+            "complete": self.complete,
+            **{f"negated_{var}": text for var, text in self.negated.items()},
+            **{f"reduced_{var}": text for var, text in self.reduced.items()},
+        }
+        if len(named) == 1:
+            return self.complete, False
+        return "\n".join(f"QUERY {name}: {text};" for name, text in named.items()), True
+
     def gap_pairs(self) -> list[tuple[str, str, str]]:
         """(variable whose law it is, earlier, later): the gaps of the complete matches."""
         return [(b.var, a.var, b.var) for a, b in zip(self.positives, self.positives[1:])]

@@ -1,7 +1,7 @@
 """`sparkcep fit`: a probabilistic query's model (miss rates, delay laws) learned from a
 history of events, as a Spark job (or with pandas, `fit_model_local`).
 
-    history ─▶ precise matches of the measuring queries (the Spark runner, any engine)
+    history ─▶ precise matches of the measuring queries, all in one run (any engine)
             ─▶ gaps between consecutive positives ─groupBy(variable).applyInPandas▶ laws
             ─▶ counts of reduced and extended matches ─▶ miss rates
             ─▶ MODEL.json, read by `USING MODEL 'MODEL.json'`
@@ -47,8 +47,8 @@ def _unit(time_kind: str, options: Options) -> str | None:
 
 
 def fit_file(spark, source, query: str, options: Options, *, law: str = "auto") -> dict:
-    """Fit on a history of files (a `files.InputSource`): each measuring query runs as
-    any file's run does (`spark_file.run_file`: its checks, its column types)."""
+    """Fit on a history of files (a `files.InputSource`): the measuring queries run
+    together as any file's run does (`spark_file.run_file`: its checks, its column types)."""
     from sparkcep.runners.spark.run_file import run_file
 
     runs = []
@@ -66,7 +66,7 @@ def fit_file(spark, source, query: str, options: Options, *, law: str = "auto") 
 
 def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) -> dict:
     """Fit on a Spark DataFrame of history; returns the model (a JSON-able dict).
-    `run(queries, options)` runs a measuring query (default: over `df`)."""
+    `run(queries, measuring)` runs the measuring queries (default: over `df`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -79,15 +79,20 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) 
 
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)
-    measuring = _measuring(options)
-    complete = run(fp.complete, measuring)
-    kind = complete.checked.time_kind
+    text, several = fp.together()
+    done = run(text, measuring=_measuring(options))  # every measuring query, one pass
+    kind = done.checked.time_kind
+    measured_rows = done.unordered.cache()  # each query's rows are taken from it
+
+    def measured(name: str):
+        rows = measured_rows
+        return rows.filter(F.col("query") == name).drop("query") if several else rows
 
     def ticks(name):
         col = F.col(f"`{name}`")
         return (F.unix_micros(col) if kind == "timestamp" else col).cast("double")
 
-    matches = complete.unordered.cache()
+    matches = measured("complete")
     n_complete = matches.count()
     parts = [
         matches.select(
@@ -96,11 +101,10 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) 
         )
         for var, a, b in fp.gap_pairs()
     ]
-    for var, text in fp.negated.items():
+    for var in fp.negated:
         a, b = fp.negated_pair(var)
-        rows = run(text, measuring).unordered
         parts.append(
-            rows.select(
+            measured(f"negated_{var}").select(
                 F.lit(var).alias("var"),
                 (ticks(k.time_column(b)) - ticks(k.time_column(a))).alias("gap"),
             )
@@ -117,11 +121,11 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) 
             entry = json.loads(row["model"])
             laws[row["var"]] = (k.law_from_json(entry["delay"]), entry["fit"])
     # The history's first and last times (None only without events, then without matches)
-    history = (complete.checked.min_tick or 0, complete.checked.max_tick or 0)
-    window = complete.plan.window
+    history = (done.checked.min_tick or 0, done.checked.max_tick or 0)
+    window = done.plan.window  # the complete query's (the first)
     rates = {}
-    for var, text in fp.reduced.items():
-        reduced = run(text, measuring).unordered
+    for var in fp.reduced:
+        reduced = measured(f"reduced_{var}")
         others = fp.others(var)
         ways = matches.groupBy(*[F.col(f"`{o}`") for o in others]).agg(F.count("*").alias("__ways"))
         rows = reduced.join(ways, others, "left")
@@ -147,7 +151,7 @@ def fit_model(df, query: str, options: Options, *, law: str = "auto", run=None) 
         )
         terms = k.add_terms([json.loads(p["terms"]) for p in parts])
         rates[var] = k.miss_rate(terms, var)
-    matches.unpersist()
+    measured_rows.unpersist()
     return k.model_json(
         fp, unit=_unit(kind, options), laws=laws, rates=rates, complete_matches=n_complete
     )
@@ -183,10 +187,18 @@ def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="a
 
     k = fitting_kernel()
     fp = k.FitPlan(query, time_col=options.time_col)
+    text, several = fp.together()
     measuring = _measuring(options)
-    complete = execute_local(frame, fp.complete, measuring)
-    kind = complete.plan.time_kind
-    matches = complete.matches
+    done = execute_local(frame, text, measuring)  # every measuring query, as on Spark
+    kind = done.plan.time_kind
+
+    def measured(name: str) -> pd.DataFrame:
+        rows = done.matches
+        if not several:
+            return rows
+        return rows[rows["query"] == name].drop(columns="query").reset_index(drop=True)
+
+    matches = measured("complete")
 
     def ticks(rows: pd.DataFrame, name: str) -> np.ndarray:
         col = rows[name]
@@ -196,16 +208,16 @@ def fit_model_local(frame: pd.DataFrame, query: str, options: Options, *, law="a
 
     samples = {var: ticks(matches, k.time_column(b)) - ticks(matches, k.time_column(a))
                for var, a, b in fp.gap_pairs()}  # fmt: skip
-    for var, text in fp.negated.items():
+    for var in fp.negated:
         a, b = fp.negated_pair(var)
-        rows = execute_local(frame, text, measuring).matches
+        rows = measured(f"negated_{var}")
         samples[var] = ticks(rows, k.time_column(b)) - ticks(rows, k.time_column(a))
     laws = {var: k.fit_law(gaps, law) for var, gaps in samples.items() if len(gaps)}
-    history = time_ticks(check_events(frame, fp.complete, measuring).valid[options.time_col])
-    window = complete.plan.window
+    history = time_ticks(check_events(frame, text, measuring).valid[options.time_col])
+    window = done.plan.window  # the complete query's (the first)
     rates = {}
-    for var, text in fp.reduced.items():
-        reduced = execute_local(frame, text, measuring).matches
+    for var in fp.reduced:
+        reduced = measured(f"reduced_{var}")
         others = fp.others(var)
         ways = matches.groupby(others).size().rename("__ways").reset_index()
         rows = reduced.merge(ways, on=others, how="left")
