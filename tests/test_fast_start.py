@@ -214,3 +214,14 @@ def test_a_python_process_spark_starts_imports_the_compiled_pyspark(spark):
     home = compiled_home.compiled_home(build_if_missing=False)
     assert found == [f"{home}/python/lib/pyspark.zip/pyspark/__init__.pyc"]
     assert os.environ.get("SPARK_HOME") != str(home)
+
+
+def test_warmup_into_a_folder_it_cannot_write_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    from test_bad_inputs import one_line, sparkcep
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPARKCEP_CDS_DIR", str(blocker / "cds"))  # under a file
+    code, _, err = sparkcep(capsys, "warmup")
+    line = one_line(code, err)
+    assert f"cannot write to '{blocker / 'cds'}'" in line and "SPARKCEP_CDS_DIR" in line

@@ -704,12 +704,20 @@ def warmup():
     """Record the JVM class archive and compile Spark's Python archive, which make Spark
     start faster (run once after install)."""
     from sparkcep.runners.jobs.warmup import record
+    from sparkcep.runners.spark.cds import archive_folder
     from sparkcep.runners.spark.compiled_home import build
 
-    with err.status("compiling Spark's Python archive"):
-        home = build()
-    with err.status("recording the JVM class archive (a short Spark job)"):
-        path = record(verbose=False)
+    try:
+        with err.status("compiling Spark's Python archive"):
+            home = build()
+        with err.status("recording the JVM class archive (a short Spark job)"):
+            path = record(verbose=False)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise SparkcepError(
+            f"cannot write to '{archive_folder()}' ({reason}): set SPARKCEP_CDS_DIR to a "
+            "folder you can write"
+        ) from None
     if home is not None:
         out.print(f"compiled Spark home written to {home}", markup=False, highlight=False)
     out.print(f"class archive written to {path}", markup=False, highlight=False)
