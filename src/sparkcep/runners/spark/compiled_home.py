@@ -12,7 +12,7 @@ The compiled home is a folder of links to the real Spark home with one differenc
 hash-based .pyc, which the zip importer reads as it is). It is built once per Spark home
 and Python, in the background after the first Spark session without it
 (`python -m sparkcep.runners.spark.compiled_home`), or at once by `sparkcep warmup`;
-sessions sparkcep starts point their JVM at it. A Python of another version, which cannot
+local-mode sessions sparkcep starts point their JVM at it (a cluster keeps its own home). A Python of another version, which cannot
 read the bytecode, imports the sources as before. It lives beside the JVM class archive
 (`cds.archive_folder`); SPARKCEP_COMPILED_HOME=0 runs without it.
 """

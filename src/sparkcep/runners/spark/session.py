@@ -89,8 +89,9 @@ def spark_session(
         java_options.append(extra)
     settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update({key: str(value) for key, value in conf.items()})
-    if fresh:
-        launch_quietly(settings, compiled_home())
+    if fresh:  # the compiled home in local mode only: a cluster's Spark home is its own
+        local = master is None or master.startswith("local")
+        launch_quietly(settings, compiled_home() if local else None)
     builder = SparkSession.builder.config(map=settings)
     spark = builder.getOrCreate()
     if fresh and archive:
