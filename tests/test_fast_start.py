@@ -183,6 +183,15 @@ def test_the_compiled_home_holds_bytecode_under_the_real_names(archive_dir):
     assert int(source) > 100
 
 
+def test_no_builder_for_a_folder_it_cannot_write(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPARKCEP_CDS_DIR", str(blocker / "cds"))  # under a file
+    assert not compiled_home._writable(blocker / "cds")
+    assert compiled_home._writable(tmp_path / "new" / "folder")
+    assert compiled_home.compiled_home() is None
+
+
 def test_no_compiled_home_when_asked_not_to(archive_dir, monkeypatch):
     built = compiled_home.home_path(compiled_home.real_home()) / "python" / "lib" / "pyspark.zip"
     built.parent.mkdir(parents=True)

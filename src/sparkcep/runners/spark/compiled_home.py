@@ -68,9 +68,16 @@ def compiled_home(*, build_if_missing: bool = True) -> Path | None:
     target = home_path(real)
     if (target / "python" / "lib" / "pyspark.zip").is_file():
         return target
-    if build_if_missing and not _building(target):
+    if build_if_missing and not _building(target) and _writable(target.parent):
         _build_in_background(real)
     return None
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a builder could write `folder` (or create it): else none is started."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder.is_dir() and os.access(folder, os.W_OK)
 
 
 def _lock(target: Path) -> Path:
