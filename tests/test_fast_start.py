@@ -121,7 +121,7 @@ def test_the_first_spark_run_records_the_archive_the_second_uses_it(archive_dir,
     lock = target.with_suffix(".recording")
     pid, recording = lock.read_text().split()
     deadline = time.monotonic() + 300
-    while cds._alive(int(pid)) and time.monotonic() < deadline:
+    while cds.process_alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.5)  # the JVM writes the archive as it exits
     assert Path(recording).stat().st_size > 1_000_000
     # The first session also started a builder of the compiled Python archive.

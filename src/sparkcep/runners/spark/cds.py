@@ -75,7 +75,7 @@ def _adopt_recording(path: Path) -> None:
             lock.unlink(missing_ok=True)
         return
     pid, recording = int(text[0]), Path(text[1])
-    if _alive(pid):
+    if process_alive(pid):
         return
     if recording.exists() and recording.stat().st_size > 0:
         os.replace(recording, path)
@@ -104,7 +104,7 @@ def recording_started(jvm_pid: int, options: list[str]) -> None:
             _lock(archive_path()).write_text(f"{jvm_pid} {recording}\n")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

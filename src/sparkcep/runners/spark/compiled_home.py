@@ -12,9 +12,10 @@ The compiled home is a folder of links to the real Spark home with one differenc
 hash-based .pyc, which the zip importer reads as it is). It is built once per Spark home
 and Python, in the background after the first Spark session without it
 (`python -m sparkcep.runners.spark.compiled_home`), or at once by `sparkcep warmup`;
-local-mode sessions sparkcep starts point their JVM at it (a cluster keeps its own home). A Python of another version, which cannot
-read the bytecode, imports the sources as before. It lives beside the JVM class archive
-(`cds.archive_folder`); SPARKCEP_COMPILED_HOME=0 runs without it.
+local-mode sessions sparkcep starts point their JVM at it (a cluster keeps its own home).
+A Python of another version, which cannot read the bytecode, imports the sources as
+before. It lives beside the JVM class archive (`cds.archive_folder`);
+SPARKCEP_COMPILED_HOME=0 runs without it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkcep.runners.spark.cds import archive_folder
+from sparkcep.runners.spark.cds import archive_folder, process_alive
 
 TESTS = re.compile(r"[/\\]tests[/\\]")  # PySpark's own tests: never imported by a run
 
@@ -66,7 +67,7 @@ def compiled_home(*, build_if_missing: bool = True) -> Path | None:
     if real is None:
         return None
     target = home_path(real)
-    if (target / "python" / "lib" / "pyspark.zip").is_file():
+    if _built(target):
         return target
     if build_if_missing and not _building(target) and _writable(target.parent):
         _build_in_background(real)
@@ -80,16 +81,18 @@ def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK)
 
 
+def _built(target: Path) -> bool:
+    return (target / "python" / "lib" / "pyspark.zip").is_file()
+
+
 def _lock(target: Path) -> Path:
     return target.with_name(target.name + ".building")
 
 
 def _building(target: Path) -> bool:
     """A builder is at work (its lock names a live process)."""
-    from sparkcep.runners.spark.cds import _alive
-
     try:
-        return _alive(int(_lock(target).read_text().split()[0]))
+        return process_alive(int(_lock(target).read_text().split()[0]))
     except (OSError, ValueError, IndexError):
         return False
 
@@ -100,7 +103,7 @@ def build(real: Path | None = None) -> Path | None:
     if real is None:
         return None
     target = home_path(real)
-    if (target / "python" / "lib" / "pyspark.zip").is_file():
+    if _built(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock(target)
@@ -121,7 +124,7 @@ def build(real: Path | None = None) -> Path | None:
         try:
             os.rename(work, target)  # whole or absent; another builder may have won
         except OSError:
-            if not (target / "python" / "lib" / "pyspark.zip").is_file():
+            if not _built(target):
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
