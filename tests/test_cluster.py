@@ -101,6 +101,39 @@ def test_the_daemon_imports_the_installed_pyspark_only_when_it_is_the_zips_versi
     assert prefer_installed([bundled, py4j, "/x"]) == [bundled, py4j, "/x"]  # none installed
 
 
+@pytest.mark.spark
+def test_the_workers_come_from_a_daemon_that_imported_the_tasks_modules_and_froze_them(spark):
+    """A worker forked by sparkcep's daemon has pandas and sparkcep's steps imported before
+    its first task, and those objects out of the collector's reach: PySpark's full
+    collection after each task skips them."""
+
+    def seen(batches):
+        import gc
+
+        for _ in batches:
+            pass
+        before = {"pandas", "sparkcep.runners.streaming.pipeline"} & set(sys.modules)
+        yield pd.DataFrame({"frozen": [gc.get_freeze_count()], "had": [",".join(sorted(before))]})
+
+    import pandas as pd
+
+    row = spark.range(1).mapInPandas(seen, "frozen long, had string").first()
+    assert row.frozen > 50_000
+    assert row.had == "pandas,sparkcep.runners.streaming.pipeline"
+
+
+def test_preload_skips_a_module_it_cannot_import():
+    import gc
+
+    from sparkcep.runners.spark.daemon import preload
+
+    try:
+        assert preload(("json", "no_such_module_here")) == ["no_such_module_here"]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process keeps its collector as it was
+
+
 def test_executors_on_a_cluster_get_the_drivers_class_archive():
     from sparkcep.runners.spark.session import worker_conf
 
