@@ -2,12 +2,16 @@
 
 A cold Spark driver spends most of its first seconds loading and verifying classes from
 Spark's 280 jars. Java's AppCDS can record them in an archive that later JVMs map
-directly (the demo: 26 -> 21 CPU seconds). The first Spark run records it on its own:
-its JVM writes the archive when it exits (after the run's answer is out), and the next
-run that finds that JVM gone puts the archive in place and uses it. `sparkcep warmup`
-(`runners.jobs.warmup`) records it at once with a small representative job. The archive
-matches this Java, this PySpark and this Python environment (otherwise the JVM ignores it
-silently); it lives under `sys.prefix`/share/sparkcep, or SPARKCEP_CDS_DIR. SPARKCEP_CDS=0 runs without it.
+directly (the demo: 26 -> 21 CPU seconds). A JVM that records runs slower throughout
+(measured: a session's start 21.5 s against 10.5 s without archive, and each later run
+and stream about 30% slower), so a run never records itself: the first Spark run that
+finds no archive starts a recorder in the background (a process of its own, at low
+priority, that runs `sparkcep warmup`'s small representative job in a JVM that writes
+the archive as it exits) and goes on without one; the next run that finds the recorder
+gone puts the archive in place and uses it. `sparkcep warmup` records it at once. The
+archive matches this Java, this PySpark and this Python environment (otherwise the JVM
+ignores it silently); it lives under `sys.prefix`/share/sparkcep, or SPARKCEP_CDS_DIR.
+SPARKCEP_CDS=0 runs without it (and starts no recorder).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,8 +46,8 @@ STALE_SECONDS = 600  # a recording whose JVM never started (its lock names no pr
 
 
 def archive_options() -> list[str]:
-    """Java options for a new driver JVM: use the archive, or record it as this JVM
-    exits when no archive is there and no other JVM is recording it."""
+    """Java options for a new driver JVM: use the archive; when there is none and no
+    recorder is at work, start one in the background (for the next run)."""
     if os.environ.get("SPARKCEP_CDS", "1") == "0":
         return []
     path = archive_path()
@@ -52,9 +57,11 @@ def archive_options() -> list[str]:
         if path.exists():
             return [f"-XX:SharedArchiveFile={path}", *QUIET]
         recording = _start_recording(path)
+        if recording is not None:
+            _record_in_background(path, recording)
     except OSError:  # a folder we cannot write: run without the archive
-        return []
-    return [f"-XX:ArchiveClassesAtExit={recording}", *QUIET] if recording else []
+        pass
+    return []
 
 
 def _lock(path: Path) -> Path:
@@ -95,16 +102,31 @@ def _start_recording(path: Path) -> Path | None:
     return path.with_suffix(f".tmp{os.getpid()}")
 
 
-def recording_started(jvm_pid: int, options: list[str]) -> None:
-    """Name the JVM that records the archive (`options` are those it started with) in
-    the lock: the archive is complete once that process has exited."""
-    for option in options:
-        if option.startswith("-XX:ArchiveClassesAtExit="):
-            recording = option.split("=", 1)[1]
-            _lock(archive_path()).write_text(f"{jvm_pid} {recording}\n")
+def _record_in_background(path: Path, recording: Path) -> None:
+    """The recorder: a process of its own, at low priority, that outlives this one; the
+    lock names it (the recording is complete once it has exited)."""
+    env = dict(os.environ, SPARKCEP_CDS="0")  # its JVM records, with no recorder of its own
+    try:
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "sparkcep.runners.jobs.warmup", str(recording), "--nice"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+    except OSError:  # no process to spare: a later run records
+        _lock(path).unlink(missing_ok=True)
+        return
+    _lock(path).write_text(f"{recorder.pid} {recording}\n")
 
 
 def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs. A child of this process that has exited (a recorder or
+    a builder it started) is reaped here: a long-lived process (a notebook) would
+    otherwise keep it as a zombie that looks alive to every later run."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not a child of this process
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

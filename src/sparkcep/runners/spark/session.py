@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sparkcep.runners.spark.cds import archive_options, recording_started
+from sparkcep.runners.spark.cds import archive_options
 from sparkcep.runners.spark.compiled_home import compiled_home
 
 SMALL_INPUT_BYTES = 256 * 2**20
@@ -94,10 +94,6 @@ def spark_session(
         launch_quietly(settings, compiled_home() if local else None)
     builder = SparkSession.builder.config(map=settings)
     spark = builder.getOrCreate()
-    if fresh and archive:
-        gateway = spark.sparkContext._gateway
-        if getattr(gateway, "proc", None) is not None:  # a JVM this process started
-            recording_started(gateway.proc.pid, archive)
     spark.sparkContext.setLogLevel("ERROR")
     # PySpark logs a failed query's error with its Java trace (JSON, to stderr); sparkcep
     # reports it in one line itself (sparkcep.failures).
