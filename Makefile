@@ -65,6 +65,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.ayac
 	$(BIN)/python -m benchmarks.small_runs
 	$(BIN)/python -m benchmarks.python_starts
+	$(BIN)/python -m benchmarks.recording_cost
 	$(BIN)/python -m benchmarks.episodes
 	$(BIN)/python -m benchmarks.imprecise
 	$(BIN)/python -m benchmarks.match_recognize
