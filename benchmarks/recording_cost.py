@@ -35,14 +35,10 @@ ROOT = Path(__file__).parent.parent
 
 def session(record_to: str | None) -> dict:
     """One session's start and work, in this (fresh) process; returns the seconds."""
-    from contextlib import redirect_stdout
-    from io import StringIO
-
     sys.path.insert(0, str(ROOT / "tests"))
     import test_streaming as streams
 
-    from benchmarks.small_runs import QUERY, trades
-    from sparkcep.cli import main
+    from benchmarks.small_runs import checked_run, trades
     from sparkcep.runners.spark.session import spark_session
 
     started = time.perf_counter()
@@ -56,14 +52,7 @@ def session(record_to: str | None) -> dict:
     trades(60).to_csv(work / "t.csv", index=False)
     for round_ in range(3):
         for i in range(4):
-            out = work / f"m{round_}-{i}.jsonl"
-            with redirect_stdout(StringIO()):
-                try:
-                    args = ["run", QUERY, "-i", str(work / "t.csv"), "-o", str(out)]
-                    main([*args, "--time-unit", "ms"])
-                except SystemExit as done:
-                    if done.code:
-                        raise
+            checked_run(work / "t.csv", work / f"m{round_}-{i}.jsonl")
         folder = work / f"s{round_}"
         streams.write_files(streams.events(), folder / "in", parts=3)
         streams.run_stream(spark, folder / "in", streams.QUERIES[0], folder)
