@@ -3,8 +3,8 @@
 A cold Spark driver spends most of its first seconds loading and verifying classes from
 Spark's 280 jars. Java's AppCDS can record them in an archive that later JVMs map
 directly (the demo: 26 -> 21 CPU seconds). A JVM that records runs slower throughout
-(measured: a session's start 21.5 s against 10.5 s without archive, and each later run
-and stream about 30% slower), so a run never records itself: the first Spark run that
+(a session with small runs and streams: 1.50x the time without archive, its start 19.8 s
+against 8.5 s; benchmarks/results/recording_cost.md), so a run never records itself: the first Spark run that
 finds no archive starts a recorder in the background (a process of its own, at low
 priority, that runs `sparkcep warmup`'s small representative job in a JVM that writes
 the archive as it exits) and goes on without one; the next run that finds the recorder
@@ -42,7 +42,7 @@ def archive_folder() -> Path:
 
 
 QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]  # a JVM that outlives us prints nothing
-STALE_SECONDS = 600  # a recording whose JVM never started (its lock names no process)
+STALE_SECONDS = 600  # a lock whose recorder never started (it names no process)
 
 
 def archive_options() -> list[str]:
@@ -92,7 +92,7 @@ def _adopt_recording(path: Path) -> None:
 
 
 def _start_recording(path: Path) -> Path | None:
-    """Take the lock (one recording at a time); where this JVM is to write the archive."""
+    """Take the lock (one recording at a time); where the recorder is to write the archive."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(_lock(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
