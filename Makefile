@@ -1,6 +1,6 @@
 # sparkcep: two commands for a fresh machine with Python 3.11 and Java 17.
 #   make demo   - set up .venv, run the main job on a bundled example through Spark local mode
-#   make test   - set up .venv with the dev tools, run the test suite (8-12 minutes on 2 cores, measured, as a shared machine's speed goes)
+#   make test   - set up .venv with the dev tools, run the test suite (4.5 minutes on 2 idle cores, up to 11 on a busy shared machine)
 #   make test-all - the same, with the slow tests too (whole processes, every engine example on Spark)
 PYTHON ?= python3.11
 VENV := .venv
