@@ -13,7 +13,7 @@ import datetime as dt
 import math
 import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -222,3 +222,66 @@ def test_spark_counts_a_text_column_as_python_does(spark):
     for row in flags:
         got = {k: int(row[k]) for k in COUNTS}
         assert got == cell_counts([NASTY[row["i"]]]), repr(NASTY[row["i"]])
+
+
+def _starts_a_kept_text(data: bytes, sep: bytes) -> bool:
+    """The definition, position by position: after the start, a line break, a quote or
+    the separator, spaces or tabs, a sign, then a zero and a digit, or 'nan' in any case."""
+    for i in range(len(data) + 1):
+        if i and data[i - 1 : i] not in (b"\n", b'"', sep):
+            continue
+        j = i
+        while data[j : j + 1] in (b" ", b"\t") and j < len(data):
+            j += 1
+        if data[j : j + 1] in (b"+", b"-"):
+            j += 1
+        rest = data[j : j + 3]
+        if (rest[:1] == b"0" and rest[1:2].isdigit()) or rest.lower() == b"nan":
+            return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@example(data=b"1,09", sep=",")  # each digit after the zero
+@example(data=b'x;"NaN', sep=";")
+@example(data=b"9\t -0", sep="\t")
+@given(
+    data=st.lists(st.sampled_from(list(b'0123456789nNaA .,;\t+-"\nx'))).map(bytes),
+    sep=st.sampled_from([",", ";", "\t"]),
+)
+def test_the_quick_look_for_kept_text_is_the_definition(data, sep):
+    """`files._may_need_text` (one regex over the bytes) finds what the definition finds."""
+    from sparkcep.files import _may_need_text
+
+    assert _may_need_text(data, sep) == _starts_a_kept_text(data, sep.encode()), data
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    cells=st.lists(
+        st.one_of(
+            st.sampled_from(["", " ", "  ", "NA", " NA ", "n/a", "x", " x", "0"]),
+            st.none(),
+            st.integers(-3, 3),
+            st.lists(st.integers(0, 2), max_size=2),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    null_values=st.sampled_from([(), ("NA",), ("n/a", " x ")]),
+)
+def test_null_cells_are_the_cells_blank_or_a_null_value_once_trimmed(cells, null_values):
+    """A text cell is null when, its spaces trimmed, it is empty or one of the null values
+    (also trimmed); every other cell (numbers, lists from JSON lines) is kept as it is."""
+    import pandas as pd
+
+    from sparkcep.input_types import NULL_TOKENS
+    from sparkcep.inputs import null_cells
+
+    tokens = {*NULL_TOKENS, *(v.strip(" ") for v in null_values)}
+    frame = pd.DataFrame({"c": pd.Series(cells, dtype=object)})
+    got = null_cells(frame, null_values)["c"].tolist()
+    expected = [None if isinstance(c, str) and c.strip(" ") in tokens else c for c in cells]
+    assert [None if g is None or (isinstance(g, float) and math.isnan(g)) else g for g in got] == [
+        None if e is None else e for e in expected
+    ], cells

@@ -55,12 +55,15 @@ def null_cells(frame: pd.DataFrame, null_values=()) -> pd.DataFrame:
         if col in (CORRUPT, READ_REASON) or frame[col].dtype != object:
             continue
         cells = frame[col]
-        try:  # vectorised: a cell that is not text gives NaN, never a token
-            blank = cells.str.strip(" ").isin(tokens)
-        except AttributeError:  # no text in the column at all
-            continue
-        if blank.any():
-            out[col] = cells.where(~blank, None)
+        # Each distinct cell trimmed once (a column of a million cells holds few), then
+        # the cells looked up: a cell that is not text is never a token.
+        try:
+            distinct = pd.unique(cells)
+        except TypeError:  # lists (JSON lines): no token among them, nor in its text
+            distinct = [v for v in cells if isinstance(v, str)]
+        blank = {v for v in distinct if isinstance(v, str) and v.strip(" ") in tokens}
+        if blank:
+            out[col] = cells.where(~cells.isin(blank), None)
     return frame.assign(**out) if out else frame
 
 
