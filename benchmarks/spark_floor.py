@@ -37,6 +37,7 @@ RESULTS = Path(__file__).parent / "results"
 G1_QUERY = "PATTERN SEQ(A a, B b, C c) WITHIN 101"
 SASE_G1_W101_SECONDS = 0.41  # the Java SASE process, counting its matches (issue 16)
 G2_SCHEMA = "type string, k long, v double, ts long"
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 # ---- the floors, each run as its own process (`--job`) -------------------------------
@@ -79,9 +80,16 @@ def _env(src: str | None = None) -> dict:
 
 def timed(args: list[str], env: dict, python: str | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one process and every process it
-    starts, the JVM too (sampled from /proc every 0.1 s while they run, and the process
-    itself once more when it has ended: a started process's last moments before exiting
-    may be missed). The wall time ends when the process does, not at the next sample.
+    starts, the JVM too: `timed_peak` without the memory."""
+    return timed_peak(args, env, python)[:2]
+
+
+def timed_peak(args: list[str], env: dict, python: str | None = None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak resident MiB of one process and
+    every process it starts, the JVM too (sampled from /proc every 0.1 s while they run,
+    and the process itself once more when it has ended: a started process's last moments
+    before exiting may be missed; the peak is the largest sum of their resident memory
+    in one sample). The wall time ends when the process does, not at the next sample.
     `python`: the interpreter (default: this one)."""
     start = time.perf_counter()
     child = subprocess.Popen(
@@ -89,10 +97,12 @@ def timed(args: list[str], env: dict, python: str | None = None) -> tuple[float,
         env=env,
     )  # fmt: skip
     seen: dict[int, float] = {}
-    sampled = 0.0
+    sampled, peak = 0.0, 0.0
     while not _ended(child.pid):
         if time.perf_counter() - sampled >= 0.1:
-            seen.update(_tree_cpu(child.pid))
+            rss: dict[int, float] = {}
+            seen.update(_tree_cpu(child.pid, rss))
+            peak = max(peak, sum(rss.values()))
             sampled = time.perf_counter()
         time.sleep(0.002)
     seconds = time.perf_counter() - start
@@ -100,7 +110,7 @@ def timed(args: list[str], env: dict, python: str | None = None) -> tuple[float,
     _, stderr = child.communicate()
     if child.returncode != 0:
         raise RuntimeError(f"{args}: {stderr[-2000:]}")
-    return seconds, sum(seen.values())
+    return seconds, sum(seen.values()), peak / 2**20
 
 
 def _ended(pid: int) -> bool:
@@ -108,9 +118,10 @@ def _ended(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _tree_cpu(root: int) -> dict[int, float]:
-    """CPU seconds so far of `root` and its descendants, by process id."""
-    parents, cpu = {}, {}
+def _tree_cpu(root: int, rss: dict[int, float] | None = None) -> dict[int, float]:
+    """CPU seconds so far of `root` and its descendants, by process id (and, into `rss`
+    when given, their resident bytes)."""
+    parents, cpu, resident = {}, {}, {}
     tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -123,6 +134,7 @@ def _tree_cpu(root: int) -> dict[int, float]:
         pid = int(entry)
         parents[pid] = int(fields[1])
         cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+        resident[pid] = int(fields[21]) * PAGE
     tree = {root}
     changed = True
     while changed:
@@ -131,6 +143,8 @@ def _tree_cpu(root: int) -> dict[int, float]:
             if parent in tree and pid not in tree:
                 tree.add(pid)
                 changed = True
+    if rss is not None:
+        rss.update({pid: resident[pid] for pid in tree if pid in resident})
     return {pid: cpu[pid] for pid in tree if pid in cpu}
 
 
