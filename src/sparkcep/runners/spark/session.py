@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from sparkcep.runners.spark.cds import archive_options
 from sparkcep.runners.spark.compiled_home import compiled_home
 
-SMALL_INPUT_BYTES = 256 * 2**20
+SMALL_INPUT_BYTES = 40 * 2**20
 TINY_INPUT_BYTES = 2**20
 
 
@@ -24,7 +24,9 @@ def light_driver(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
 
     A short run spends more CPU compiling Java than running it. Below SMALL_INPUT_BYTES
     the driver uses the quick compiler only and one collector thread (G2, 1M events,
-    25 MB: 29.3 -> 22.5 CPU seconds); below TINY_INPUT_BYTES whole-stage code generation
+    25 MB: 29.3 -> 22.5 CPU seconds; whole runs 10.4 against 9.0 s). From about 40 MB
+    the full compiler pays for itself (G2's CSV, whole runs, interleaved: 2M events,
+    51 MB: 12.6 against 13.6 s; 4M, 103 MB: 15.5 against 20.5 s); below TINY_INPUT_BYTES whole-stage code generation
     is off too (the demo: 20.7 -> 10.1 CPU seconds; G2 is slower without it), and so are
     the code generation of single expressions and adaptive execution. Without the first
     (`factoryMode`, an internal setting: Spark's own tests run every expression both
