@@ -57,6 +57,7 @@ format: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.spark_floor
+	$(BIN)/python -m benchmarks.spark_scale
 	$(BIN)/python -m benchmarks.cluster
 	$(BIN)/python -m benchmarks.aseq --cap 30
 	$(BIN)/python -m benchmarks.ses
