@@ -163,6 +163,18 @@ def interleaved(jobs: dict[str, tuple], repeat: int) -> dict[str, tuple]:
     }
 
 
+def floor_jobs(source: Path, tmp: Path) -> dict[str, tuple[list[str], dict]]:
+    """The two floors over `source` as processes to time: (args, env) by job name."""
+    here = str(Path(__file__).parent.parent)
+    src = os.environ.get("PYTHONPATH")
+    jobs = {}
+    for job in ("jvm", "python"):
+        args = ["-m", "benchmarks.spark_floor", "--job", job, "--input", str(source)]
+        args += ["--output", str(tmp / f"floor-{job}")]
+        jobs[job] = (args, {**_env(src), "PYTHONPATH": _path(here, src)})
+    return jobs
+
+
 def spark_jobs(tmp: Path, baseline_src: str | None) -> dict[str, tuple[list[str], dict]]:
     _, csv, parquet, query = g2_files(tmp)
     here = str(Path(__file__).parent.parent)
@@ -170,10 +182,8 @@ def spark_jobs(tmp: Path, baseline_src: str | None) -> dict[str, tuple[list[str]
     jobs = {}
     for source in (csv, parquet):
         fmt = source.suffix[1:].upper()
-        for job in ("jvm", "python"):
-            args = ["-m", "benchmarks.spark_floor", "--job", job, "--input", str(source)]
-            args += ["--output", str(tmp / f"floor-{job}")]
-            jobs[f"{job} floor {fmt}"] = (args, {**_env(src), "PYTHONPATH": _path(here, src)})
+        for job, timed_job in floor_jobs(source, tmp).items():
+            jobs[f"{job} floor {fmt}"] = timed_job
         run = ["-m", "sparkcep.cli", "run", str(query), "-i", str(source), "--time-unit", "ms"]
         jobs[f"sparkcep {fmt}"] = ([*run, "-o", str(tmp / "g2.jsonl")], _env(src))
         if fmt == "CSV":  # the checking pass reading the file twice (before §1's one read)

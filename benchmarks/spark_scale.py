@@ -35,7 +35,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from benchmarks.generators import G2_QUERY
-from benchmarks.spark_floor import _env, _path, timed_peak
+from benchmarks.spark_floor import _env, floor_jobs, timed_peak
 from benchmarks.targets import target_row, write_targets
 
 RESULTS = Path(__file__).parent / "results"
@@ -84,16 +84,12 @@ def write_g2(folder: Path, name: str, n: int, hot_share: float = 0.0) -> tuple[P
 
 def jobs_for(tmp: Path, label: str, csv: Path, parquet: Path, query: Path) -> dict:
     """The timed jobs over one input: (args, env) by name."""
-    here = str(Path(__file__).parent.parent)
-    src = os.environ.get("PYTHONPATH")
-    env = _env(src)
+    env = _env(os.environ.get("PYTHONPATH"))
     jobs = {}
     for source in (csv, parquet):
         fmt = source.suffix[1:].upper()
-        for job in ("python", "jvm"):
-            args = ["-m", "benchmarks.spark_floor", "--job", job, "--input", str(source)]
-            args += ["--output", str(tmp / f"floor-{job}")]
-            jobs[f"{label} {fmt} {job} floor"] = (args, {**env, "PYTHONPATH": _path(here, src)})
+        for job, timed_job in floor_jobs(source, tmp).items():
+            jobs[f"{label} {fmt} {job} floor"] = timed_job
         run = ["-m", "sparkcep.cli", "run", str(query), "-i", str(source), "--time-unit", "ms"]
         out = tmp / f"{label}-{fmt}.jsonl"
         jobs[f"{label} {fmt} sparkcep"] = ([*run, "-o", str(out)], env)
