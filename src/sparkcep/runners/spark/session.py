@@ -26,7 +26,8 @@ def light_driver(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
     the driver uses the quick compiler only and one collector thread (G2, 1M events,
     25 MB: 29.3 -> 22.5 CPU seconds; whole runs 10.4 against 9.0 s). From about 40 MB
     the full compiler pays for itself (G2's CSV, whole runs, interleaved: 2M events,
-    51 MB: 12.6 against 13.6 s; 4M, 103 MB: 15.5 against 20.5 s); below TINY_INPUT_BYTES whole-stage code generation
+    51 MB: 12.6 against 13.6 s; 4M, 103 MB: 15.5 against 20.5 s). Below
+    TINY_INPUT_BYTES whole-stage code generation
     is off too (the demo: 20.7 -> 10.1 CPU seconds; G2 is slower without it), and so are
     the code generation of single expressions and adaptive execution. Without the first
     (`factoryMode`, an internal setting: Spark's own tests run every expression both
