@@ -94,7 +94,7 @@ def test_example_through_spark(folder, tmp_path, spark):
     out, rejected = tmp_path / "matches.jsonl", tmp_path / "rejected.jsonl"
     with settings_of(spark, light_driver(data_bytes([events]))[1]):
         source = read_spark(spark, events)
-        result = execute(source.df, query, Options(**options), head=source.head, **source.options())
+        result = execute(source.df, query, Options(**options), source=source, **source.options())
         read_once = result.checked.cached is not None
         try:
             write_spark(result.unordered, str(out), order=result.order)

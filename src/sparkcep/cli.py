@@ -346,18 +346,37 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
         return prepare_file(source, text, options)
 
     spark, early = _start_spark(master, source, prepare)
+    from sparkcep.runners.spark.one_pass import GuessWrong
     from sparkcep.runners.spark.run_file import run_file
 
-    with _progress(spark, status) as progress:
+    def run(one_pass: bool):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if early.driver_checked is None:
-                progress.step("reading " + input)
-            result = run_file(spark, source, text, options, partitions=partitions, prepared=early)
+            result = run_file(
+                spark, source, text, options, partitions=partitions, prepared=early,
+                one_pass=one_pass,
+            )  # fmt: skip
+        return result, caught
+
+    with _progress(spark, status) as progress:
+        if early.driver_checked is None:
+            progress.step("reading " + input)
+        result, caught = run(one_pass=True)
         try:
-            n_rows, rejected, run_warnings = _spark_outputs(result, output, rejected_path, progress)
+            try:
+                outputs = _spark_outputs(result, output, rejected_path, progress)
+            except GuessWrong as wrong:  # checked on the way, by types that did not hold
+                result.checked.release()
+                progress.step("reading " + input + " again")
+                result, caught = run(one_pass=False)
+                outputs = _spark_outputs(result, output, rejected_path, progress)
+                outputs[2].append(
+                    f"the types the first rows suggested did not hold ({wrong}): the rows "
+                    "were read again and checked in a pass of their own"
+                )
         finally:
             result.checked.release()
+    n_rows, rejected, run_warnings = outputs
     reasons = None
     if rejected and rejected >= result.checked.events_read:  # every row (a job, then only)
         reasons = _spark_reasons(result)
@@ -424,7 +443,8 @@ def _spark_outputs(result, output, rejected_path, progress) -> tuple[int, int, l
     all taken before the checked rows Spark keeps are dropped."""
     from sparkcep.runners.spark.files import write_spark
 
-    progress.step(f"matching {result.checked.events_read:,} events ({result.layout})")
+    events = result.checked.events_read  # not counted yet: checked on the way (--id)
+    progress.step(f"matching {f'{events:,} ' if events else ''}events ({result.layout})")
     n_rows = _spark_rows(result, output)
     if rejected_path is None:
         pass
@@ -446,8 +466,13 @@ def _spark_rows(result, output) -> int:
 
     if output is None:
         rows = result.unordered
-        return (rows if result.max_matches is None else rows.limit(result.max_matches)).count()
-    return write_spark(result.unordered, output, order=result.order, limit=result.max_matches)
+        n = (rows if result.max_matches is None else rows.limit(result.max_matches)).count()
+        result.settle()
+        return n
+    return write_spark(
+        result.unordered, output, order=result.order, limit=result.max_matches,
+        before_move=result.settle,
+    )  # fmt: skip
 
 
 class _Steps:

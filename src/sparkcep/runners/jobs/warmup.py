@@ -66,8 +66,10 @@ def _representative_job(archive: str) -> None:
             # Spark's checking pass: the classes of a large input's run (a file this
             # small is otherwise checked in the driver)
             source = InputSource.of(f"{tmp}/{name}")
-            result = run_file(spark, source, query, Options(), driver_check=False)
-            write_spark(result.unordered, f"{tmp}/{out}", order=result.order)
+            result = run_file(spark, source, query, Options(), driver_check=False, one_pass=True)
+            write_spark(
+                result.unordered, f"{tmp}/{out}", order=result.order, before_move=result.settle
+            )  # fmt: skip
             write_spark(result.rejected, f"{tmp}/r.jsonl")
             result.checked.release()
     # The archive is written when the JVM exits: close its stdin (the gateway then

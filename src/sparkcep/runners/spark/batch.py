@@ -36,7 +36,9 @@ from sparkcep.plan.model import takes_options
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
 from sparkcep.runners.local import type_column, unknown_types
+from sparkcep.runners.spark import files as spark_files
 from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
+from sparkcep.runners.spark.one_pass import GuessWrong, check_on_the_way, takes
 from sparkcep.runners.spark.one_read import check_rows_once, one_read
 from sparkcep.runners.spark.query_first import kept_columns, raise_sure_error
 from sparkcep.runners.spark.rows import (
@@ -69,6 +71,13 @@ class SparkRun:
     # `rejected` is None): runners/spark/driver_check.py.
     rejected_rows: pd.DataFrame | None = None
     driver_checked: str | None = None  # the size under which inputs are checked so, in words
+
+    def settle(self) -> None:
+        """Take the counts of the job that computed the rows, when the rows were checked
+        on their way to the matcher (`one_pass`); call it after that job, before the
+        rows are used (it raises `GuessWrong` when the counts do not confirm the types
+        the first rows suggested)."""
+        self.checked.settle()
 
     def warnings(self) -> list[str]:
         """What the user should know of the run (after the rows were computed)."""
@@ -114,13 +123,18 @@ def execute(
     split_cols: list[Column] | None = None,
     infer_types: bool = False,
     partitions: int | None = None,
-    head: dict[str, list[str]] | None = None,
+    source: spark_files.SparkInput | None = None,
+    one_pass: bool = False,
 ) -> SparkRun:
     """Run queries on a Spark DataFrame; returns the rows and rejected rows (lazy).
 
-    `head` (a CSV input's first cells by column: `spark_files.SparkInput.head`) lets the
-    checking pass read the input once (`spark_once`); the run's `checked.release()`
-    then drops the rows Spark keeps for it."""
+    `source` (the files `df` reads): a CSV input's first cells (`SparkInput.head`) let
+    the checking pass read the input once (`one_read`, under
+    `spark_files.ONE_READ_BYTES`); the run's `checked.release()` then drops the rows
+    Spark keeps for it. With `one_pass` (a caller that calls `SparkRun.settle()` after
+    the job that reads the rows, before it uses them), a run of one keyed program checks
+    its rows on their way to the matcher (`one_pass`): nothing is kept."""
+    head = source.head if source is not None else None
     if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
         df = df.withColumn(ORDER_COL, F.monotonically_increasing_id())
     roles = {
@@ -132,11 +146,16 @@ def execute(
     inferred = (set(df.columns) if read is None else read) if infer_types else None
     guessed = raise_sure_error(df.schema, queries, options, roles, inferred, head)  # no job yet
     checked = None
-    if infer_types and head is not None and split_cols is not None and one_read():
+    if infer_types and head is not None and split_cols is not None:
         keep = kept_columns(guessed, roles, read)  # read None: all
-        checked = check_rows_once(
-            df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
-        )  # fmt: skip
+        if one_pass and guessed and takes(guessed, needs_data_width(_plans(guessed))):
+            checked = check_on_the_way(
+                df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
+            )  # fmt: skip
+        elif one_read() and source.size < spark_files.ONE_READ_BYTES:
+            checked = check_rows_once(
+                df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
+            )  # fmt: skip
     if checked is None:
         checked = check_rows(df, split_cols=split_cols, infer_types=infer_types, read=read, **roles)
     ignored = (TICKS, ROW, AS_READ, *checked.coerced.values())
@@ -147,6 +166,10 @@ def execute(
         programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
         checked = reject_bad_cells(checked, {c for p in programs for c in p.columns()})
         checked = _apply_row_checks(checked, [c for p in programs for c in p.row_checks()])
+        if checked.pending is not None:  # checked on the way: the same programs as guessed
+            if not takes(programs, needs_data_width(plans)):
+                raise GuessWrong("the queries planned otherwise than against the first rows")
+            checked = checked.pending.watch(checked)
         if needs_data_width(plans):  # U_max of interval times: the widest of the rows kept
             plans = with_data_widths(plans, lambda spec: _widest(checked.valid, spec, options))
             programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))
@@ -154,6 +177,10 @@ def execute(
     except BaseException:  # a query error: the rows kept for the run are not needed
         checked.release()
         raise
+
+
+def _plans(programs: list[Program]) -> list[Plan]:
+    return [plan for program in programs for plan in program.plans]
 
 
 def matched(

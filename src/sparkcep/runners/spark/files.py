@@ -22,10 +22,11 @@ from sparkcep.files import (
 )
 from sparkcep.runners.spark.rows import _null_tokens
 
-# CSV inputs under this size (unpacked) are checked with one read (runners/spark/one_read.py);
+# CSV inputs under this size (unpacked) may be checked with one read (runners/spark/one_read.py):
 # their checked rows are kept for the run (in memory, on disk past it). Spilled to disk, the
 # one read still wins (G2, 16M events, 411 MB: 42.8-46.4 s against 48.9-52.0 s read twice);
-# the limit keeps a run's spilled rows to about a gigabyte of local disk.
+# the limit keeps a run's spilled rows to about a gigabyte of local disk. A run that checks
+# its rows on their way to the matcher (runners/spark/one_pass.py) keeps none: no limit.
 ONE_READ_BYTES = 2**30
 
 # Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
@@ -41,8 +42,10 @@ class SparkInput:
     split_cols: list
     infer_types: bool
     # CSV: the first rows' cells (header order), a guess of the column types that lets
-    # the checking pass read the files once (runners/spark/one_read.py); None: two reads.
+    # the checking pass read the files once (runners/spark/one_read.py, one_pass.py);
+    # None: two reads.
     head: dict | None = None
+    size: int | None = None  # the input's bytes (unpacked)
 
     def options(self) -> dict:
         return {"split_cols": self.split_cols, "infer_types": self.infer_types}
@@ -87,8 +90,7 @@ def read_spark(
             .csv(files)
         )
         infer = True
-        if source.size < ONE_READ_BYTES:  # larger: two reads, nothing kept
-            head = source.head
+        head = source.head
     elif source.fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
         infer = True  # a field of numbers and a few texts is read as text: type it
@@ -104,7 +106,7 @@ def read_spark(
     split_cols = [F.col("_metadata.file_block_start")]
     if len(files) > 1:
         split_cols.insert(0, F.col("_metadata.file_path"))
-    return SparkInput(df, split_cols, infer, head)
+    return SparkInput(df, split_cols, infer, head, source.size)
 
 
 def _has_rows(path: str, sep: str, has_header: bool) -> bool:
@@ -116,10 +118,15 @@ def _has_rows(path: str, sep: str, has_header: bool) -> bool:
         return True
 
 
-def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | None = None) -> int:
+def write_spark(
+    df, path: str, *, order: list[str] | None = None, limit: int | None = None,
+    before_move=None,
+) -> int:  # fmt: skip
     """Write one file at `path` (Spark writes a folder of parts; we keep the one part),
     its rows sorted by `order` (in the one partition: no range shuffle). Returns the
-    number of rows written, read off the file (no second Spark job).
+    number of rows written, read off the file (no second Spark job). `before_move()` is
+    called once Spark has written the rows and before they are at `path` (an error it
+    raises leaves `path` as it was).
 
     The rows meet in one partition through a shuffle, not `coalesce(1)`: a coalesce
     would pull the stage that computes them (the matching) into a single task."""
@@ -148,6 +155,8 @@ def write_spark(df, path: str, *, order: list[str] | None = None, limit: int | N
             writer.option("header", True).csv(tmp + "/out")
         else:
             writer.parquet(tmp + "/out")
+        if before_move is not None:
+            before_move()
         parts = sorted(p for p in glob.glob(tmp + "/out/part-*") if not p.endswith(".crc"))
         if not parts:  # no rows: Spark may write no part file
             if fmt == "parquet":

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
@@ -122,6 +123,47 @@ def check_rows_once(
     cells): the caller then takes `check_rows`. The checked rows stay cached until
     `Checked.release()`. `keep` (`query_first.kept_columns`; None: all): the columns the
     valid rows keep; a row that may be rejected later keeps all its cells as read."""
+    p = projected(
+        df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
+        read=read, head=head, keep=keep,
+    )  # fmt: skip
+    cached = _persisted(p.rows)
+    counts = [F.count(F.lit(1)).alias("n")]
+    if id_col is None:
+        counts.append(F.min(MID).alias("base"))
+    try:
+        splits = cached.groupBy(*p.split_names).agg(*counts).collect()  # fills the cache
+    except BaseException:  # a file Spark cannot read: reported by the caller, nothing kept
+        cached.unpersist()
+        raise
+    splits = sorted(splits, key=lambda r: tuple(_sortable(r[n]) for n in p.split_names))
+    if sum(r["n"] for r in splits) == 0:  # (the observed sums are then nulls)
+        cached.unpersist()
+        raise DataError("the input holds no events")
+    confirmed_types = p.confirmed()
+    if confirmed_types is None:
+        cached.unpersist()
+        return None
+    roles = (time_col, type_col, id_col)
+    return _checked(
+        cached, p.observation.get, splits, p.split_names, p.time_kind, confirmed_types,
+        p.columns, roles,
+    )  # fmt: skip
+
+
+def projected(
+    df: DataFrame,
+    *,
+    time_col: str,
+    type_col: str | None,
+    id_col: str | None,
+    split_cols: list[Column],
+    read: set[str] | None,
+    head: dict[str, list[str]],
+    keep: set[str] | None = None,
+) -> Projection:
+    """Every row checked with the types guessed from `head` (the projection the one
+    read keeps, and the one pass feeds to the matcher), observed while a job reads it."""
     check_columns(df.columns, time_col, type_col, id_col)
     columns = df.columns
     df = _null_tokens(df)
@@ -156,7 +198,7 @@ def check_rows_once(
         .observe(observation, *aggs)
     )
     kept = _kept(columns, inferred, guesses, time_col, keep)
-    cached = staged.select(
+    rows = staged.select(
         *split_names,
         *([MID] if id_col is None else []),
         REASON,
@@ -164,26 +206,24 @@ def check_rows_once(
         _time_value(time_kind).alias(time_col),
         F.col(f"__tick_{time_kind}").alias(TICKS),
     )
-    cached = _persisted(cached)
-    counts = [F.count(F.lit(1)).alias("n")]
-    if id_col is None:
-        counts.append(F.min(MID).alias("base"))
-    try:
-        splits = cached.groupBy(*split_names).agg(*counts).collect()  # fills the cache
-    except BaseException:  # a file Spark cannot read: reported by the caller, nothing kept
-        cached.unpersist()
-        raise
-    splits = sorted(splits, key=lambda r: tuple(_sortable(r[n]) for n in split_names))
-    if sum(r["n"] for r in splits) == 0:  # (the observed sums are then nulls)
-        cached.unpersist()
-        raise DataError("the input holds no events")
-    stats = observation.get
-    confirmed_types = _confirmed(stats, reasons, time_kind, guesses)
-    if confirmed_types is None:
-        cached.unpersist()
-        return None
-    roles = (time_col, type_col, id_col)
-    return _checked(cached, stats, splits, split_names, time_kind, confirmed_types, columns, roles)
+    return Projection(rows, observation, reasons, time_kind, guesses, split_names, columns)
+
+
+@dataclass
+class Projection:
+    """The checked rows of `projected` (lazy), and what their counts are read with."""
+
+    rows: DataFrame
+    observation: Observation  # filled by the first job that reads `rows`
+    reasons: _Reasons
+    time_kind: str
+    guesses: dict[str, str]
+    split_names: list[str]
+    columns: list[str]
+
+    def confirmed(self) -> dict | None:
+        """The types the counts confirm (`_confirmed`; the job has run)."""
+        return _confirmed(self.observation.get, self.reasons, self.time_kind, self.guesses)
 
 
 def _persisted(df: DataFrame) -> DataFrame:
@@ -256,10 +296,6 @@ def _confirmed(stats, reasons: _Reasons, time_kind: str, guesses: dict) -> dict 
 def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, roles) -> Checked:
     """The checked rows, from the cache, as `check_rows` gives them."""
     _, type_col, id_col = roles
-    id_given = id_col is not None
-    rows = cached
-    if id_col is None:
-        rows, id_col = _row_numbers(cached, splits, split_names), ROW
     coerced, mostly, unused = {}, {}, []
     for i, (name, (kind, counts)) in enumerate(chosen.items()):
         if kind == "string":
@@ -269,19 +305,13 @@ def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, rol
             coerced[name] = f"{RAW}{i}"
         else:
             unused.append(f"{RAW}{i}")
-    reason = F.col(REASON)
-    # When only some columns were kept, a row that `reject_bad_cells` may reject takes
-    # its other cells from AS_READ there; otherwise the valid rows need none of it.
-    some_kept = any(c not in cached.columns for c in columns if c not in (CORRUPT, roles[0]))
-    as_read_kept = [] if some_kept and coerced else [AS_READ]
-    valid = rows.filter(reason.isNull()).drop(REASON, *as_read_kept, *split_names, *unused)
-    as_read = [F.col(f"{AS_READ}.`{c}`").alias(c) for c in columns]
-    tail = [REASON] if id_given else [REASON, ROW]
-    rejected = _valid_text(rows.filter(reason.isNotNull()).select(*as_read, *tail))
+    valid, rejected, row_ids = valid_and_rejected(
+        cached, splits, split_names, coerced, unused, columns, roles
+    )  # fmt: skip
     return Checked(
         valid,
         rejected,
-        id_col,
+        row_ids,
         sum(r["n"] for r in splits),
         stats[f"bad_{time_kind}"],
         stats[f"tmin_{time_kind}"],
@@ -289,7 +319,30 @@ def _checked(cached, stats, splits, split_names, time_kind, chosen, columns, rol
         "timestamp" if time_kind == "timestamp" else "int",
         coerced,
         set(stats["types"]) if type_col is not None else None,
-        id_given,
+        id_col is not None,
         mostly_text=mostly,
         cached=cached,
     )
+
+
+def valid_and_rejected(
+    rows: DataFrame, splits, split_names, coerced: dict, unused: list, columns, roles
+) -> tuple[DataFrame, DataFrame, str]:
+    """The valid and the rejected rows of the checked `rows` (a `projected` frame), as
+    `check_rows` gives them, and the column of their ids. `coerced`: the typed columns
+    whose cells as read the rows keep (`Checked.coerced`); `unused`: those not kept."""
+    _, _, id_col = roles
+    id_given = id_col is not None
+    checked = rows
+    if id_col is None:
+        checked, id_col = _row_numbers(rows, splits, split_names), ROW
+    reason = F.col(REASON)
+    # When only some columns were kept, a row that `reject_bad_cells` may reject takes
+    # its other cells from AS_READ there; otherwise the valid rows need none of it.
+    some_kept = any(c not in rows.columns for c in columns if c not in (CORRUPT, roles[0]))
+    as_read_kept = [] if some_kept and coerced else [AS_READ]
+    valid = checked.filter(reason.isNull()).drop(REASON, *as_read_kept, *split_names, *unused)
+    as_read = [F.col(f"{AS_READ}.`{c}`").alias(c) for c in columns]
+    tail = [REASON] if id_given else [REASON, ROW]
+    rejected = _valid_text(checked.filter(reason.isNotNull()).select(*as_read, *tail))
+    return valid, rejected, id_col

@@ -93,6 +93,15 @@ class Checked:
     # The checked rows kept by Spark (one read of the input: runners/spark/one_read.py),
     # until `release`.
     cached: DataFrame | None = None
+    # The counts of rows checked on their way to the matcher (runners/spark/one_pass.py),
+    # filled in by `settle` once the job that reads them has run.
+    pending: object | None = None
+
+    def settle(self) -> None:
+        """Take the counts of a job that checked the rows as it read them (one_pass); a
+        no-op otherwise."""
+        if self.pending is not None:
+            self.pending.settle(self)
 
     def release(self) -> None:
         """Drop the checked rows Spark keeps (when it keeps them)."""
@@ -108,7 +117,9 @@ class Checked:
 
     def may_reject(self) -> bool:
         """Whether any row may be rejected (without a Spark job)."""
-        return bool(self.first_rejected or self.later or self.later_count)
+        if self.later_count is not None:  # counted
+            return bool(self.first_rejected or self.later_count)
+        return bool(self.first_rejected or self.later)
 
     def rejected_written(self, rows: int) -> None:
         """The rejected file holds `rows` rows: the count of every rejected row."""
@@ -417,11 +428,16 @@ def _typed_columns(
 def _row_numbers(staged: DataFrame, stats, split_names: list[str]) -> DataFrame:
     """Row number = position in its split + rows in the splits before it."""
     deltas, total = [], 0
+    one = len(split_names) == 1  # one file, or partitions: a number (no text per row)
     for r in stats:
-        key = "\u0001".join(str(r[n]) for n in split_names)
-        deltas += [F.lit(key), F.lit(total - int(r["base"]))]
+        text = "\u0001".join(str(r[n]) for n in split_names)
+        key = F.lit(r[split_names[0]]).cast("long") if one else F.lit(text)
+        deltas += [key, F.lit(total - int(r["base"]))]
         total += r["n"]
-    split_key = F.concat_ws("\u0001", *[F.col(n).cast("string") for n in split_names])
+    split_key = (
+        F.col(split_names[0]).cast("long") if one
+        else F.concat_ws("\u0001", *[F.col(n).cast("string") for n in split_names])
+    )  # fmt: skip
     delta = F.element_at(F.create_map(*deltas), split_key)
     return staged.withColumn(ROW, F.col(MID) + delta).drop(MID)
 
@@ -506,9 +522,10 @@ def integer_time(col: Column, dtype: T.DataType) -> tuple[Column, Column]:
         (n < len(LIMIT_DIGITS)) | ((n == len(LIMIT_DIGITS)) & (digits < F.lit(LIMIT_DIGITS)))
     )
     whole, far = _whole(F.when(col.rlike(NUMBER), col.try_cast("double")))
+    plain = col.rlike(PLAIN_INTEGER)  # within the times: 18 digits at most
     return (
-        F.when(inside, F.trim(col).cast("long")).when(n == 0, whole),
-        F.when(n > 0, ~inside).otherwise(far),
+        F.when(plain, col.cast("long")).when(inside, F.trim(col).cast("long")).when(n == 0, whole),
+        F.when(plain, F.lit(False)).when(n > 0, ~inside).otherwise(far),
     )
 
 
@@ -550,16 +567,27 @@ def integer_text(col: Column, number: Column | None = None) -> Column:
     return F.when(plain, col.try_cast("long"))
 
 
+# A plain number ('-12', '3.25': no blank, '+', exponent or leading zero; at most 18
+# digits before the point) reads by Spark's cast exactly as by every reader's rules, and
+# is neither a leading zero nor beyond the longs or the times. Most cells are plain: the
+# checks try this one expression first, and the rules' several only where it fails
+# (G2, 4M rows: the checking job's time, below).
+PLAIN_NUMBER = r"^-?(0|[1-9][0-9]{0,17})(\.[0-9]+)?$"
+PLAIN_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
+
+
 def _casts(name: str) -> dict[str, Column]:
-    col = f"`{name}`"
-    number = text_number(F.col(col))
+    col = F.col(f"`{name}`")
+    number = text_number(col)
+    plain = col.rlike(PLAIN_NUMBER)
+    whole = plain & (F.instr(col, ".") == 0)
     return {
-        "any": F.col(col),
-        "long": integer_text(F.col(col), number),
-        "double": number,
-        "boolean": F.when(F.lower(F.col(col)).isin("true", "false"), F.lower(F.col(col)) == "true"),
-        "timestamp": text_timestamp(F.col(col)),
-        "zeros": F.when(F.col(col).rlike(LEADING_ZERO), F.lit(True)),
+        "any": col,
+        "long": F.when(whole, col.cast("long")).when(~plain, integer_text(col, number)),
+        "double": F.when(plain, col.cast("double")).otherwise(number),
+        "boolean": F.when(F.lower(col).isin("true", "false"), F.lower(col) == "true"),
+        "timestamp": text_timestamp(col),
+        "zeros": F.when(~plain & col.rlike(LEADING_ZERO), F.lit(True)),
     }
 
 

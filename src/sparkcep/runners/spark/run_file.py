@@ -19,6 +19,7 @@ from sparkcep.runners.spark.driver_check import (
     execute_driver_checked,
 )
 from sparkcep.runners.spark.files import read_spark
+from sparkcep.runners.spark.one_pass import enabled as one_pass_enabled
 from sparkcep.runners.spark.query_first import raise_sure_csv_error
 
 
@@ -53,14 +54,18 @@ def run_file(
     partitions: int | None = None,
     prepared: Prepared | None = None,
     driver_check: bool = True,
+    one_pass: bool = False,
 ) -> SparkRun:
     """Run queries over an input of files; the rows and rejected rows (lazy). The run's
-    `checked.release()` drops the rows Spark keeps for it (the one read)."""
+    `checked.release()` drops the rows Spark keeps for it (the one read). `one_pass`:
+    the caller calls the run's `settle()` after the job that computes its rows
+    (`batch.execute`)."""
     if prepared is None:
         prepared = prepare_file(source, queries, options, driver_check=driver_check)
     if prepared.driver_checked is not None:
         return execute_driver_checked(spark, prepared.driver_checked, options, partitions)
     read = read_spark(spark, source)
     return execute(
-        read.df, queries, options, partitions=partitions, head=read.head, **read.options()
-    )
+        read.df, queries, options, partitions=partitions, source=read,
+        one_pass=one_pass and one_pass_enabled(), **read.options(),
+    )  # fmt: skip
