@@ -329,9 +329,12 @@ def named(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 class ProgramMapper:
     """The function mapInPandas runs on each Spark partition (pickled to the workers).
 
-    It gathers the partition's batches into chunks of whole segments (keys or time
-    ranges) and runs the program once over each chunk. `names`: the columns' names
-    (`pandas_ready`).
+    It gathers the partition's batches into chunks of whole units (keys or time
+    ranges) and runs the program once over each chunk. A unit of one segment larger than
+    CHUNK_ROWS (a key that holds a large share of the events) runs in bounded parts
+    instead: whole instants at a time through `process`, its state carried from part to
+    part, then `flush` (what `run` does in one call), so a worker holds one part of it
+    at a time. `names`: the columns' names (`pandas_ready`).
     """
 
     CHUNK_ROWS = 500_000
@@ -344,11 +347,21 @@ class ProgramMapper:
         self.layout = layout
         self.tied = tied
         self.names = names
-        self.segment_cols = [*([RANGE] if layout.ranged else []), *program.segment_cols]
+        # The rows are cut between units the program's answer does not join: time ranges
+        # and partitions (not segments: a count over every key's matches joins its
+        # keys), when the processing order keeps each unit's rows together.
+        together = program.segment_cols[: len(program.partition_cols)] == program.partition_cols
+        cut = [*([RANGE] if layout.ranged else []), *program.partition_cols]
+        self.unit_cols = cut if together else []
+        # A unit is one segment (in time order): it may run in parts.
+        self.in_parts = together and set(program.segment_cols) <= set(cut)
+        self._like: pd.DataFrame | None = None  # the columns of a large segment's parts
+        self.chunk_rows = self.CHUNK_ROWS  # taken here: the workers get it with the mapper
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         pending: list[pd.DataFrame] = []
         rows = 0
+        state = None  # the state of a large segment run in parts (None: none open)
         for batch in batches:
             if not len(batch):
                 continue
@@ -356,32 +369,83 @@ class ProgramMapper:
                 batch = named(batch, self.names)
             pending.append(batch)
             rows += len(batch)
-            if rows >= self.CHUNK_ROWS and self.segment_cols:
+            if rows >= self.chunk_rows and (self.unit_cols or self.in_parts):
                 frame = pd.concat(pending, ignore_index=True)
                 cut = self._last_segment_start(frame)
-                if cut > 0:
-                    yield from self._run(frame.iloc[:cut].reset_index(drop=True))
+                if cut > 0:  # whole segments before the cut (an open one first)
+                    start = 0
+                    if state is not None:  # the open segment's last part
+                        start = self._segment_end(frame, 0)
+                        yield from self._part(state, frame.iloc[:start], last=True)
+                        state = None
+                    if start < cut:
+                        yield from self._run(frame.iloc[start:cut].reset_index(drop=True))
                     frame = frame.iloc[cut:].reset_index(drop=True)
+                elif self.in_parts:  # one segment fills the chunk: whole instants, a part
+                    cut = self._last_instant_start(frame)
+                    if cut > 0:
+                        state = self.program.new_state() if state is None else state
+                        yield from self._part(state, frame.iloc[:cut].reset_index(drop=True))
+                        frame = frame.iloc[cut:].reset_index(drop=True)
                 pending, rows = [frame], len(frame)
-        if pending:
-            yield from self._run(pd.concat(pending, ignore_index=True))
+        frame = pd.concat(pending, ignore_index=True) if pending else None
+        if state is not None:
+            start = self._segment_end(frame, 0) if frame is not None else 0
+            yield from self._part(state, None if frame is None else frame.iloc[:start], last=True)
+            frame = None if frame is None else frame.iloc[start:].reset_index(drop=True)
+        if frame is not None and len(frame):
+            yield from self._run(frame)
+
+    def _same_segment(self, frame: pd.DataFrame, at: int) -> np.ndarray:
+        row = frame.iloc[at]
+        same = pd.Series(True, index=frame.index)
+        for c in self.unit_cols:
+            same &= frame[c] == row[c]
+        return same.to_numpy()
 
     def _last_segment_start(self, frame: pd.DataFrame) -> int:
-        last = frame.iloc[-1]
-        same = pd.Series(True, index=frame.index)
-        for c in self.segment_cols:
-            same &= frame[c] == last[c]
-        differing = (~same).to_numpy().nonzero()[0]
+        differing = (~self._same_segment(frame, len(frame) - 1)).nonzero()[0]
         return int(differing[-1]) + 1 if len(differing) else 0
 
+    def _segment_end(self, frame: pd.DataFrame, at: int) -> int:
+        """Where the segment of row `at` ends (the frame in processing order)."""
+        differing = (~self._same_segment(frame, at)[at:]).nonzero()[0]
+        return at + int(differing[0]) if len(differing) else len(frame)
+
+    @staticmethod
+    def _last_instant_start(frame: pd.DataFrame) -> int:
+        """Where the frame's last instant starts (the frame holds one segment, in time
+        order): a part must hold whole instants."""
+        ticks = frame[TICKS].to_numpy()
+        return int(np.searchsorted(ticks, ticks[-1], side="left"))
+
+    def _owned(self, frame: pd.DataFrame) -> np.ndarray | None:
+        if not self.layout.ranged:
+            return None
+        ticks = frame[TICKS].to_numpy()
+        return owned(self.layout, ticks, frame[RANGE].to_numpy(dtype=np.int64))
+
     def _run(self, frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
-        mine = None
-        if self.layout.ranged:
-            ticks = frame[TICKS].to_numpy()
-            mine = owned(self.layout, ticks, frame[RANGE].to_numpy(dtype=np.int64))
+        mine = self._owned(frame)
         out = self.program.run(frame, owned=mine)
         if self.tied is not None:
             self.tied.add(self.program.tied_events(frame, owned=mine))
+        if len(out):
+            yield out
+
+    def _part(self, state, frame: pd.DataFrame | None, last: bool = False):
+        """A part of a large segment through `process` (and, for the `last`, `flush`),
+        its rows with every output column (as `run` gives them)."""
+        outs = []
+        if frame is not None and len(frame):
+            self._like = frame.iloc[:0]
+            mine = self._owned(frame)
+            outs.append(self.program.process(state, frame, owned=mine))
+            if self.tied is not None:
+                self.tied.add(self.program.tied_events(frame, owned=mine))
+        if last:
+            outs.append(self.program.flush(state))
+        out = self.program.concat(outs, self._like)
         if len(out):
             yield out
 
