@@ -361,3 +361,26 @@ def test_the_sepsis_log_through_spark_reads_its_timestamps(
     assert "rows checked in the driver" not in stdout
     assert table(stdout)["rejected"] == "0"
     assert sorted((r["a"], r["b"]) for r in jsonl(out)) == expected
+
+
+@pytest.mark.spark
+def test_no_match_under_adaptive_execution_keeps_the_counts(spark, capsys, monkeypatch, tmp_path):
+    """Adaptive execution (on in a run over a larger input; the tests' session has it off)
+    replaces what follows a stage that gives no row with an empty relation, and took the
+    one pass's observed counts with it: Spark failed to give them. The one pass keeps
+    them (`one_pass.keep_observed`) and a run that matches nothing is as read twice."""
+    query = "PATTERN SEQ(A a, B b) WHERE [k] AND b.v < 0 WITHIN 10"
+    path = tmp_path / "e.csv"
+    path.write_text(HEADER + CLEAN)
+    from sparkcep.runners.spark import session
+
+    monkeypatch.setattr(session, "TINY_INPUT_BYTES", 0)  # the run leaves it on
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    try:
+        passed, _ = both_ways(capsys, monkeypatch, tmp_path, query, "-i", path)
+    finally:
+        spark.conf.set(key, before)
+    assert passed["taken"] is True
+    assert passed["rows"] == [] and passed["summary"]["events read"] == "59"

@@ -70,6 +70,7 @@ def check_on_the_way(
     """`check_rows(df, ..., infer_types=True)` with the rows checked lazily, on their
     way to the matcher: the counts are those of the guessed types and are filled in by
     `Checked.settle()` after the job that reads the rows (`Pending`)."""
+    keep_observed(df.sparkSession)
     p = projected(
         df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
         read=read, head=head, keep=keep,
@@ -97,6 +98,20 @@ def check_on_the_way(
         id_col is not None,
         pending=Pending(p, counted),
     )
+
+
+EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
+
+
+def keep_observed(spark) -> None:
+    """Adaptive execution must not drop the observed counts: when a run's matching stage
+    gives no row, it replaces what follows with an empty relation, the stage that
+    observed the counts with it, and the counts are lost (Spark then fails to give
+    them). The rule that does so is left out for the session (the CLI's own)."""
+    key = "spark.sql.adaptive.optimizer.excludedRules"
+    excluded = [r for r in (spark.conf.get(key, "") or "").split(",") if r.strip()]
+    if EMPTY_RELATION not in excluded:
+        spark.conf.set(key, ",".join([*excluded, EMPTY_RELATION]))
 
 
 def lines_by_split(df: DataFrame, split_cols: list[Column], split_names: list[str]) -> list:
@@ -135,7 +150,11 @@ class Pending:
         if self.settled:
             return
         p = self.projection
-        stats = p.observation.get
+        try:
+            stats = p.observation.get
+            valid = self.valid_seen.get["n"] if self.valid_seen is not None else None
+        except Exception as e:  # no counts (keep_observed failed to keep them): check first
+            raise GuessWrong("Spark gave no counts of the rows it read") from e
         n = stats["n"] or 0
         if not n:
             raise DataError("the input holds no events")
@@ -155,8 +174,8 @@ class Pending:
             for name, (chosen_kind, counts) in chosen.items()
             if chosen_kind == "string" and (numbers := mostly_numbers(counts))
         }
-        if self.valid_seen is not None:
-            checked.later_count = n - checked.first_rejected - self.valid_seen.get["n"]
+        if valid is not None:
+            checked.later_count = n - checked.first_rejected - valid
         self.settled = True
 
 
