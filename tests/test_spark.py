@@ -112,6 +112,37 @@ def test_row_numbers_follow_input_order_across_files_and_splits(spark, tmp_path)
     assert (got["a"] == got["rid"]).all()
 
 
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_row_numbers_of_one_file_in_many_splits_follow_its_order(spark, tmp_path, one_pass):
+    """One file is numbered by Spark's partitions of it (its splits, in order: a
+    partition's number costs nothing where the offset is a column read per row),
+    checked on the way to the matcher or in a pass of its own."""
+    from sparkcep.plan import Options
+    from sparkcep.runners.spark.batch import execute
+
+    n = 700
+    df = pd.DataFrame({"type": "E", "ts": np.arange(n) // 3, "k": np.arange(n) % 4})
+    df["rid"] = np.arange(n)
+    path = tmp_path / "e.csv"
+    df.to_csv(path, index=False)
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1500")  # split the file into blocks
+    try:
+        source = read_spark(spark, str(path))
+        assert source.df.rdd.getNumPartitions() > 3
+        query = "PATTERN SEQ(E a) WHERE [k] WITHIN 1 RETURN a.rid AS rid"
+        result = execute(
+            source.df, query, Options(), source=source, one_pass=one_pass, **source.options()
+        )  # fmt: skip
+        got = result.unordered.toPandas()
+        result.settle()
+        assert (result.checked.pending is not None) is one_pass
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+    assert len(got) == n and result.checked.events_read == n
+    assert (got["a"] == got["rid"]).all()
+
+
 def test_bad_rows_are_rejected_with_a_reason_and_nothing_is_lost(spark, tmp_path):
     path = tmp_path / "events.csv"
     path.write_text(
