@@ -113,6 +113,10 @@ CASES = {
     "a_word_among_numbers": (
         HEADER + CLEAN + "70,B,1,oops,y\n", True, [],
     ),
+    # a rejected row whose note (a column no query reads) is blank: null as read
+    "a_blank_cell_no_query_reads": (
+        HEADER + CLEAN + "70,B,1,oops,  \n71,,1,2,\n", True, [],
+    ),
     # v starts with integers, then mostly words: not numbers after all
     "integers_then_words": (
         HEADER + GUESSED + "".join(f"{t},B,1,w{t},z\n" for t in range(LATER, LATER + 300)),

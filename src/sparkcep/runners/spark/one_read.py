@@ -65,6 +65,7 @@ from sparkcep.runners.spark.rows import (
     _text_columns,
     _valid_text,
     check_columns,
+    null_cell,
 )
 from sparkcep.runners.spark.session import setting
 
@@ -166,7 +167,10 @@ def projected(
     read keeps, and the one pass feeds to the matcher), observed while a job reads it."""
     check_columns(df.columns, time_col, type_col, id_col)
     columns = df.columns
-    df = _null_tokens(df)
+    # Blank cells are nulls in the columns the valid rows keep; the others are read only
+    # for a rejected row's cells as read (`_kept`): there, and only for such rows.
+    nulled = None if keep is None else {*keep, *(read or ()), time_col, type_col, id_col}
+    df = _null_tokens(df, only=nulled)
     reasons = _Reasons(df, time_col, type_col, text=True, id_col=id_col)
     time_kind = next(iter(reasons.candidates))
     if len(reasons.candidates) > 1:
@@ -197,7 +201,7 @@ def projected(
         .withColumn(REASON, reasons.reason(time_kind))
         .observe(observation, *aggs)
     )
-    kept = _kept(columns, inferred, guesses, time_col, keep)
+    kept = _kept(columns, inferred, guesses, time_col, keep, nulled)
     rows = staged.select(
         *split_names,
         *([MID] if id_col is None else []),
@@ -244,7 +248,7 @@ def _time_value(time_kind: str) -> Column:
     return F.timestamp_micros(ticks) if time_kind == "timestamp" else ticks
 
 
-def _kept(columns, inferred, guesses, time_col, keep=None) -> dict[str, Column]:
+def _kept(columns, inferred, guesses, time_col, keep=None, nulled=None) -> dict[str, Column]:
     """The cached columns besides the row's reason and time: each column (of `keep`,
     when given), typed as guessed where the queries may read it; beside a typed one the
     cell as read where a cell of the row is not of its type (such a row may be rejected
@@ -271,7 +275,12 @@ def _kept(columns, inferred, guesses, time_col, keep=None) -> dict[str, Column]:
     rejected = F.col(REASON).isNotNull()
     if keep is not None and not_typed:
         rejected = rejected | some
-    kept[AS_READ] = F.when(rejected, F.struct(*[F.col(f"`{c}`") for c in columns]))
+    cells = [
+        F.col(f"`{c}`") if nulled is None or c in nulled or c == CORRUPT
+        else null_cell(F.col(f"`{c}`")).alias(c)
+        for c in columns
+    ]  # fmt: skip
+    kept[AS_READ] = F.when(rejected, F.struct(*cells))
     return kept
 
 

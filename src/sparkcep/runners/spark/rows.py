@@ -377,17 +377,24 @@ def _ticks(kind: str, parsed: Column) -> Column:
     return F.unix_micros(parsed) if kind == "timestamp" else parsed
 
 
-def _null_tokens(df: DataFrame, null_values=()) -> DataFrame:
+def _null_tokens(df: DataFrame, null_values=(), only: set[str] | None = None) -> DataFrame:
     """Text cells that mean no value become nulls: blank once trimmed, or (trimmed) one of
-    the user's `null_values` (the local reader: inputs.null_cells)."""
-    tokens = list(dict.fromkeys([*NULL_TOKENS, *(v.strip(" ") for v in null_values)]))
-    nulled = {}
-    for name in _text_columns(df, (CORRUPT,)):
-        col = F.col(f"`{name}`")
-        nulled[name] = F.when(F.trim(col).isin(*tokens), None).otherwise(col)
+    the user's `null_values` (the local reader: inputs.null_cells); in the columns `only`
+    names (None: every text column)."""
+    nulled = {
+        name: null_cell(F.col(f"`{name}`"), null_values)
+        for name in _text_columns(df, (CORRUPT,))
+        if only is None or name in only
+    }
     # One projection, not one per column: each withColumn is a plan analysed in the JVM
     # (about 20 ms each for a small run's plans).
     return df.withColumns(nulled) if nulled else df
+
+
+def null_cell(col: Column, null_values=()) -> Column:
+    """A text cell, null where it means no value (`_null_tokens`)."""
+    tokens = list(dict.fromkeys([*NULL_TOKENS, *(v.strip(" ") for v in null_values)]))
+    return F.when(F.trim(col).isin(*tokens), None).otherwise(col)
 
 
 def _valid_text(df: DataFrame) -> DataFrame:
