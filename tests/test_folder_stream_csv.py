@@ -7,9 +7,11 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sparkcep.inputs import CORRUPT
-from sparkcep.runners.streaming.folder_source import _csv_columns, text_rows
+from sparkcep.runners.streaming.folder_source import SPACE, _csv_columns, _plain_csv, text_rows
 
 CSV_CASES = {
     "plain": b"id,ts,type\n0,1,A\n1,2,B\n",
@@ -45,3 +47,55 @@ def test_csv_columns_by_hand(tmp_path):
         "type": ["A", None, None, "B", None, None],
         CORRUPT: [None, "1,2,B,9", "", None, None, "4,5"],
     }
+
+
+def _row_reader(path, columns, sep=","):
+    """The cells of each column as the row reader (the spec of every other) reads them."""
+    rows = text_rows(str(path), "csv", sep, None, expected=columns)
+    return {c: [r.get(c) for r in rows] for c in [*columns, CORRUPT]}
+
+
+@pytest.mark.parametrize("case", list(CSV_CASES))
+def test_a_plain_file_read_by_arrow_holds_the_rows_the_row_reader_reads(tmp_path, case):
+    path = tmp_path / "e.csv"
+    path.write_bytes(CSV_CASES[case])
+    columns = ["id", "ts", "type"]
+    table = _plain_csv(str(path), ",", None, columns)
+    if case in ("plain", "header_only"):  # plain files take Arrow's reader
+        assert table is not None
+    if case in ("malformed", "quoted", "not_utf8"):  # the others the csv module's
+        assert table is None
+    if table is not None:
+        assert table.to_pydict() == _row_reader(path, columns)
+
+
+# Cells of digits, words and blanks of every kind; lines of any field count, empty
+# lines, both line ends, and now and then a quote or a byte that is not UTF-8.
+CELL = st.text(alphabet=st.sampled_from(["1", "0", "x", "é", " ", "\t", "\xa0", "\x1c",
+                                         "\u3000", "-"]), max_size=4)  # fmt: skip
+LINE = st.lists(CELL, min_size=0, max_size=4)
+ODD = st.sampled_from([b"", b"", b"", b'"', b"\xe9", b"\r"])
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(LINE, max_size=6), ends=st.sampled_from(["\n", "\r\n"]), odd=ODD,
+       sep=st.sampled_from([",", ";", "\t"]))  # fmt: skip
+def test_arrow_reads_what_the_row_reader_reads_or_leaves_the_file(tmp_path, lines, ends, odd, sep):
+    """Oracle: on any file Arrow's reader takes, every cell is the row reader's; the
+    files it leaves go to `_csv_columns`, checked above against the same reader."""
+    columns = ["id", "ts", "type"]
+    text = ends.join([sep.join(columns), *[sep.join(cells) for cells in lines]]) + ends
+    path = tmp_path / "e.csv"
+    path.write_bytes(text.encode() + odd)
+    table = _plain_csv(str(path), sep, None, columns)
+    if table is not None:
+        assert table.to_pydict() == _row_reader(path, columns, sep)
+    even = all(len(cells) == 3 and sep not in "".join(cells) for cells in lines)
+    if even and not odd and not any('"' in c for cells in lines for c in cells):
+        assert table is not None  # a plain file is not left to the slow reader
+
+
+def test_space_is_what_python_strips():
+    assert "".join(c for c in map(chr, range(0x110000)) if c.isspace()) == SPACE
