@@ -224,6 +224,25 @@ def test_spark_counts_a_text_column_as_python_does(spark):
         assert got == cell_counts([NASTY[row["i"]]]), repr(NASTY[row["i"]])
 
 
+def test_a_text_cast_reads_each_cell_as_the_rules_do(spark):
+    """`text_cast` (a stream's typing: a plain number cast at once) gives every cell of
+    the nasty column, and plain ones, the value the rules' expressions give it."""
+    from sparkcep.runners.spark.rows import integer_text, text_cast, text_number
+
+    cells = [*NASTY, "12", "-7", "3.25", "0.5", "123456789012345678", "1234567890123456789"]
+    df = spark.createDataFrame([(i, c) for i, c in enumerate(cells)], "i long, c string")
+    c = F.col("c")
+    rows = df.select(
+        "i", text_cast(c, "long").alias("long"), integer_text(c).alias("rule_long"),
+        text_cast(c, "double").alias("double"), text_number(c).alias("rule_double"),
+    ).collect()  # fmt: skip
+    for row in rows:
+        assert row["long"] == row["rule_long"], repr(cells[row["i"]])
+        same = row["double"] == row["rule_double"] or row["double"] is row["rule_double"] is None
+        assert same, repr(cells[row["i"]])
+    assert {r["i"]: r["long"] for r in rows}[cells.index("-7")] == -7  # not null all through
+
+
 def _starts_a_kept_text(data: bytes, sep: bytes) -> bool:
     """The definition, position by position: after the start, a line break, a quote or
     the separator, spaces or tabs, a sign, then a zero and a digit, or 'nan' in any case."""

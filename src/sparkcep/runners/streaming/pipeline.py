@@ -97,6 +97,7 @@ ALL_KEYS = "*"  # the entry of a bucket whose keys share one program state
 # last integer time and the types that occur, observed by Spark (in the stream's progress)
 # on the way in, before the filter: every event counts, as in a batch run's warnings.
 CHECKED = "sparkcep_checked"
+FIRST = "__first_reason"  # a row's reason from the first checks (time, type, id)
 
 
 def _nanos_per_tick(time_kind: str, time_unit: str | None) -> int:
@@ -299,8 +300,9 @@ def _observed(time_kind: str, ticks: Column, type_col, first_checks: Column) -> 
 
 def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tuple[Column, Column]:
     """Why an event is rejected: its time, its type, a cell that is not what its column
-    holds (in a column the program reads), or one of the program's row checks; and whether
-    the row passed the first checks (time, type, id: those before the program's own)."""
+    holds (in a column the program reads), or one of the program's row checks, from the
+    column FIRST; and FIRST's own reason: those of the first checks (time, type, id:
+    those before the program's own)."""
     time_col = program.options.time_col
     raw = F.col(f"`{time_col}`")
     missing_type = F.lit(False)
@@ -317,7 +319,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tupl
     text = F.col(prepared.raw[time_col]).cast("string")
     id_col = program.options.id_col
     corrupt, not_utf8 = _unreadable(prepared.sdf)
-    reason = (
+    first = (
         F.when(corrupt, F.lit("malformed row"))
         .when(not_utf8, F.lit("not UTF-8 text"))
         .when(text.isNull(), F.lit(f"{time_col} is missing"))
@@ -326,7 +328,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tupl
         .when(missing_type, F.lit(f"{type_col} is missing"))
         .when(F.col(f"`{id_col}`").isNull(), F.lit(f"{id_col} is missing"))
     )
-    first_checks = reason.isNull()
+    reason = F.when(F.col(FIRST).isNotNull(), F.col(FIRST))
     for col in program.columns():
         if col in prepared.raw and col != time_col:
             text = F.col(prepared.raw[col])
@@ -336,7 +338,7 @@ def _reason(prepared: _Prepared, program: Program, type_col, nanos: int) -> tupl
             )
     for check in program.row_checks():
         reason = reason.when(~F.coalesce(to_column(check.holds), F.lit(False)), check.reason)
-    return reason, first_checks
+    return reason, first
 
 
 def _unreadable(sdf: DataFrame) -> tuple[Column, Column]:
@@ -357,11 +359,15 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     ticks = F.unix_micros(time) if prepared.time_kind == "timestamp" else time.cast("long")
     mask = mask_column(program.signatures, type_col)
     keep = F.lit(True) if program.keep_unmatched else filter_column(program.signatures, type_col)
-    reason, first_checks = _reason(prepared, program, type_col, nanos)
-    sdf = prepared.sdf.withColumn(REASON, reason)
+    reason, first = _reason(prepared, program, type_col, nanos)
+    # The first checks' reason is a column of its own: the observed metrics read it as
+    # it is (an expression there would be evaluated a second time, and interpreted:
+    # the checking stage of a G2 micro-batch, 50k events: 131 -> 97 ms of JVM CPU).
+    sdf = prepared.sdf.withColumn(FIRST, first).withColumn(REASON, reason)
+    first_checks = F.col(FIRST).isNull()
     sdf = sdf.observe(CHECKED, *_observed(prepared.time_kind, ticks, type_col, first_checks))
     # The cells as read serve the reasons only: the shuffle and the state go without them.
-    sdf = sdf.drop(*prepared.raw.values())
+    sdf = sdf.drop(*prepared.raw.values(), FIRST)
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
