@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from test_streaming import batch_lines, events, heartbeat, in_order, read_rows, stream_lines
 
@@ -108,3 +110,67 @@ def test_held_events_keep_no_cells_as_read(spark, new_stream):
     for pending in held:
         assert {"id", "type", "ts", "k", "v"} <= set(pending.columns)
         assert not [c for c in pending.columns if c.startswith("__raw_")]
+
+
+@pytest.mark.spark
+def test_spark_sends_each_bucket_id_where_the_layout_says(spark):
+    """`spark_partition_of` is Spark's hash partitioning of a long (Murmur3, seed 42), so
+    each bucket of `one_per_partition` has a state partition of its own."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.runners.streaming.pipeline import BucketLayout, spark_partition_of
+
+    values = [0, 1, 2, 7, 15, -1, 2**31, -(2**40) + 3, 2**63 - 1]
+    for n in (2, 3, 4, 7):
+        df = spark.createDataFrame([(v,) for v in values], "v long")
+        got = df.select(F.pmod(F.hash("v"), F.lit(n)).alias("p")).collect()
+        assert [r.p for r in got] == [spark_partition_of(v, n) for v in values], n
+        layout = BucketLayout.one_per_partition(n)
+        assert sorted(spark_partition_of(i, n) for i in layout.ids) == list(range(n))
+
+
+@pytest.mark.spark
+def test_a_new_stream_has_one_bucket_per_state_partition(new_stream):
+    """Its buckets are kept in the checkpoint, one per partition, each bucket's state in
+    its own partition."""
+    import json
+
+    from sparkcep.runners.streaming.pipeline import BUCKETS_FILE, spark_partition_of
+
+    _, tmp, _ = new_stream
+    ids = json.loads((tmp / "ckpt" / BUCKETS_FILE).read_text())["bucket_ids"]
+    assert sorted(spark_partition_of(i, 2) for i in ids) == [0, 1]
+
+
+@pytest.mark.spark
+def test_a_stream_started_in_sixteen_buckets_restarts_in_them(spark, tmp_path, monkeypatch):
+    """A stream an earlier version started (16 buckets, no file of them in its checkpoint)
+    restarts in its 16 buckets: every key finds its state, and the rows are the batch
+    answer, each once."""
+    from sparkcep.runners.streaming import pipeline
+
+    # 40 keys, each with an A and a B before the restart and its C after it: a key whose
+    # state were not found would lose its match.
+    keys = np.arange(40)
+    t0 = 1_700_000_000_000
+    frame = pd.DataFrame({
+        "id": np.arange(120),
+        "type": ["A"] * 40 + ["B"] * 40 + ["C"] * 40,
+        "ts": np.concatenate([t0 + 2 * keys, t0 + 100 + 2 * keys, t0 + 300 + 2 * keys]),
+        "k": np.tile(keys, 3),
+        "v": 1,
+    })  # fmt: skip
+    folder = tmp_path / "in"
+    write_parts(frame, folder, [range(0, 80)])
+    with monkeypatch.context() as m:  # the earlier version: LEGACY always, no file
+        m.setattr(pipeline, "bucket_layout", lambda *_: pipeline.BucketLayout.LEGACY)
+        run(spark, folder, tmp_path)
+    assert not (tmp_path / "ckpt" / pipeline.BUCKETS_FILE).exists()
+    frame.iloc[80:].to_csv(folder / "part-002.csv", index=False)
+    heartbeat(frame).to_csv(folder / "part-999.csv", index=False)
+    in_order(folder)
+    run(spark, folder, tmp_path)
+    assert not (tmp_path / "ckpt" / pipeline.BUCKETS_FILE).exists()
+    lines = stream_lines(tmp_path / "out")
+    assert len(lines) == 40
+    assert lines == batch_lines(frame, QUERY)
