@@ -99,3 +99,33 @@ def test_arrow_reads_what_the_row_reader_reads_or_leaves_the_file(tmp_path, line
 
 def test_space_is_what_python_strips():
     assert "".join(c for c in map(chr, range(0x110000)) if c.isspace()) == SPACE
+
+
+def test_a_file_read_in_parts_gives_each_row_once(tmp_path):
+    """With fewer files than cores in a micro-batch, a file is read in parts: together
+    they hold its rows, each once and in order; several files or JSON lines, one part."""
+    import json
+
+    import pyarrow as pa
+
+    from sparkcep.runners.streaming.folder_source import FolderReader
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.csv", "b.csv"):
+        (folder / name).write_text("id,ts,type\n" + "".join(f"{i},{i},A\n" for i in range(7)))
+    options = {"path": str(folder), "format": "csv", "columns": json.dumps(["id", "ts", "type"])}
+    reader = FolderReader({**options, "cores": "3"})
+    parts = reader.partitions({}, {"files": ["a.csv"]})
+    assert [p.value for p in parts] == [("a.csv", 0, 3), ("a.csv", 1, 3), ("a.csv", 2, 3)]
+    ids = [
+        i
+        for p in parts
+        for b in reader.read(p)
+        for i in pa.Table.from_batches([b])["id"].to_pylist()
+    ]
+    assert ids == [str(i) for i in range(7)]
+    assert len(reader.partitions({}, {"files": ["a.csv", "b.csv"]})) == 4  # 2 parts each
+    assert len(FolderReader({**options, "cores": "1"}).partitions({}, {"files": ["a.csv"]})) == 1
+    json_reader = FolderReader({**options, "format": "json", "cores": "4"})
+    assert len(json_reader.partitions({}, {"files": ["a.csv"]})) == 1

@@ -126,6 +126,7 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
         .option("headerless", "true" if columns else "false")
         .option("seen", str(Path(checkpoint) / SEEN_FILE) if checkpoint else "")
         .option("schema", schema.simpleString())
+        .option("cores", str(spark.sparkContext.defaultParallelism))
     )
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
