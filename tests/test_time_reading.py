@@ -272,7 +272,10 @@ def test_the_quick_look_for_kept_text_is_the_definition(data, sep):
     """`files._may_need_text` (one regex over the bytes) finds what the definition finds."""
     from sparkcep.files import _may_need_text
 
-    assert _may_need_text(data, sep) == _starts_a_kept_text(data, sep.encode()), data
+    expected = _starts_a_kept_text(data, sep.encode())
+    assert _may_need_text(data, sep) == expected, data
+    for step in (1, 2, 3, 5):  # parts of a few bytes: a cell's start on every boundary
+        assert _may_need_text(data, sep, step=step) == expected, (data, step)
 
 
 @settings(max_examples=100, deadline=None)
