@@ -129,3 +129,19 @@ def test_a_file_read_in_parts_gives_each_row_once(tmp_path):
     assert len(FolderReader({**options, "cores": "1"}).partitions({}, {"files": ["a.csv"]})) == 1
     json_reader = FolderReader({**options, "format": "json", "cores": "4"})
     assert len(json_reader.partitions({}, {"files": ["a.csv"]})) == 1
+
+
+@pytest.mark.parametrize("case", ["plain", "malformed", "bom_and_crlf"])
+def test_a_headerless_file_reads_alike_either_way(tmp_path, case):
+    """Files without a header line (the stream's columns given): the lines after the
+    first are the rows, read by Arrow's reader where the file is plain, alike."""
+    path = tmp_path / "e.csv"
+    path.write_bytes(CSV_CASES[case].split(b"\n", 1)[1])  # without its header line
+    columns = ["id", "ts", "type"]
+    rows = text_rows(str(path), "csv", ",", columns, expected=columns)
+    expected = {c: [r.get(c) for r in rows] for c in [*columns, CORRUPT]}
+    assert _csv_columns(str(path), ",", columns, columns) == expected
+    table = _plain_csv(str(path), ",", columns, columns)
+    assert (table is not None) == (case != "malformed")  # (CRLF line ends are plain)
+    if table is not None:
+        assert table.to_pydict() == expected
