@@ -129,6 +129,9 @@ def test_a_file_read_in_parts_gives_each_row_once(tmp_path):
     assert len(FolderReader({**options, "cores": "1"}).partitions({}, {"files": ["a.csv"]})) == 1
     json_reader = FolderReader({**options, "format": "json", "cores": "4"})
     assert len(json_reader.partitions({}, {"files": ["a.csv"]})) == 1
+    (folder / "c.csv").write_text("id,ts,type\n")  # a header alone: no rows in any part
+    empty = reader.partitions({}, {"files": ["c.csv"]})
+    assert len(empty) == 3 and not [b for p in empty for b in reader.read(p) if b.num_rows]
 
 
 @pytest.mark.parametrize("case", ["plain", "malformed", "bom_and_crlf"])

@@ -102,7 +102,10 @@ class FolderReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         import pyarrow as pa
 
-        table = pa.Table.from_batches(list(batches))
+        batches = list(batches)
+        if not batches:  # a file of no rows (a header alone): no part has any
+            return
+        table = pa.Table.from_batches(batches)
         first, last = (table.num_rows * part) // parts, (table.num_rows * (part + 1)) // parts
         yield from table.slice(first, last - first).to_batches()
 
