@@ -587,13 +587,12 @@ def _casts(name: str) -> dict[str, Column]:
     col = F.col(f"`{name}`")
     number = text_number(col)
     plain = col.rlike(PLAIN_NUMBER)
-    whole = plain & (F.instr(col, ".") == 0)
     return {
         "any": col,
-        "long": F.when(whole, col.cast("long")).when(~plain, integer_text(col, number)),
-        "double": F.when(plain, col.cast("double")).otherwise(number),
-        "boolean": F.when(F.lower(col).isin("true", "false"), F.lower(col) == "true"),
-        "timestamp": text_timestamp(col),
+        "long": text_cast(col, "long", number),
+        "double": text_cast(col, "double", number),
+        "boolean": text_cast(col, "boolean"),
+        "timestamp": text_cast(col, "timestamp"),
         "zeros": F.when(~plain & col.rlike(LEADING_ZERO), F.lit(True)),
     }
 
@@ -602,19 +601,21 @@ def _sortable(value):
     return (value is None, value if value is not None else 0)
 
 
-def text_cast(col: Column, kind: str) -> Column:
+def text_cast(col: Column, kind: str, number: Column | None = None) -> Column:
     """Text as a value of a Spark type ('long', 'double', 'boolean', 'timestamp'): null
-    where the text is not one. A plain number (PLAIN_NUMBER, most cells) is cast at
-    once; the rules' several expressions read the others (a stream's micro-batch of G2,
-    50k events: its checking stage, 97 -> 78 ms of JVM CPU)."""
+    where the text is not one; `number`: `text_number(col)`, when the caller has it. A
+    plain number (PLAIN_NUMBER, most cells) is cast at once; the rules' several
+    expressions read the others (a stream's micro-batch of G2, 50k events: its checking
+    stage, 97 -> 78 ms of JVM CPU)."""
     if kind in ("long", "double"):
+        number = text_number(col) if number is None else number
         plain = col.rlike(PLAIN_NUMBER)
         if kind == "double":
-            return F.when(plain, col.cast("double")).otherwise(text_number(col))
+            return F.when(plain, col.cast("double")).otherwise(number)
         whole = plain & (F.instr(col, ".") == 0)
-        return F.when(whole, col.cast("long")).when(~plain, integer_text(col))
+        return F.when(whole, col.cast("long")).when(~plain, integer_text(col, number))
     if kind == "boolean":
         return F.when(F.lower(col).isin("true", "false"), F.lower(col) == "true")
     if kind == "timestamp":
         return text_timestamp(col)
-    return text_number(col) if kind == "double" else col.try_cast(kind)
+    return col.try_cast(kind)
