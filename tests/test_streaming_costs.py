@@ -174,3 +174,15 @@ def test_a_stream_started_in_sixteen_buckets_restarts_in_them(spark, tmp_path, m
     lines = stream_lines(tmp_path / "out")
     assert len(lines) == 40
     assert lines == batch_lines(frame, QUERY)
+
+
+@pytest.mark.parametrize("text", ["not json", "{}", '{"bucket_ids": []}', '{"bucket_ids": ["a"]}'])
+def test_a_damaged_file_of_buckets_is_one_line_saying_so(tmp_path, text):
+    """A checkpoint whose file of buckets is damaged stops the stream with a DataError
+    naming it, never a guess of the buckets."""
+    from sparkcep.errors import DataError
+    from sparkcep.runners.streaming.pipeline import BUCKETS_FILE, bucket_layout
+
+    (tmp_path / BUCKETS_FILE).write_text(text)
+    with pytest.raises(DataError, match=BUCKETS_FILE):
+        bucket_layout(str(tmp_path), 2)

@@ -44,19 +44,34 @@ def stream_types(
     present now (and written there)."""
     saved = Path(checkpoint) / TYPES_FILE if checkpoint else None
     if saved is not None and saved.exists():
-        try:
-            types = json.loads(saved.read_text(encoding="utf-8"))
-        except ValueError:
-            types = None
-        if not isinstance(types, dict) or not all(isinstance(t, str) for t in types.values()):
-            raise DataError(damaged_checkpoint(str(checkpoint), str(saved)))
-        return types
+        return read_kept(saved, str(checkpoint), _types_valid)
     files, _ = input_files(folder)
     types = _decide_types(files, fmt, sep, header, null_values)
     if saved is not None:
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_text(json.dumps(types))
+        keep(saved, types)
     return types
+
+
+def _types_valid(types) -> bool:
+    return isinstance(types, dict) and all(isinstance(t, str) for t in types.values())
+
+
+def read_kept(saved: Path, checkpoint: str, valid):
+    """A JSON value sparkcep keeps in a stream's checkpoint folder (`keep`); DataError,
+    in one line, where the file is not JSON or not what `valid` accepts."""
+    try:
+        value = json.loads(saved.read_text(encoding="utf-8"))
+    except ValueError:
+        value = None
+    if not valid(value):
+        raise DataError(damaged_checkpoint(checkpoint, str(saved)))
+    return value
+
+
+def keep(saved: Path, value) -> None:
+    """Write a JSON value into a stream's checkpoint folder (read back by `read_kept`)."""
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(value), encoding="utf-8")
 
 
 def _decide_types(files: list[str], fmt: str, sep: str, header, null_values=()) -> dict[str, str]:

@@ -26,7 +26,6 @@ a stream neither loses nor repeats rows.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -52,7 +51,6 @@ from sparkcep.engines.output import sort_rows
 from sparkcep.engines.registry import compile_jobs
 from sparkcep.engines.state import decode_bucket, decode_state, encode_bucket, encode_state
 from sparkcep.errors import DataError, SparkcepError
-from sparkcep.failures import damaged_checkpoint
 from sparkcep.files import REPLACEMENT
 from sparkcep.inputs import CORRUPT, ORDER_COL, OUT_OF_RANGE, REASON
 from sparkcep.jsonlines import json_lines
@@ -257,22 +255,22 @@ def bucket_layout(checkpoint: str, partitions: int) -> BucketLayout:
     state partition (the file written)."""
     if "://" in checkpoint and not checkpoint.startswith("file:"):
         return BucketLayout.LEGACY  # a folder sparkcep does not write to itself
+    from sparkcep.runners.streaming.folder import keep, read_kept
+
     folder = Path(checkpoint.removeprefix("file:"))
     saved = folder / BUCKETS_FILE
     if saved.exists():
-        try:
-            ids = json.loads(saved.read_text(encoding="utf-8"))["bucket_ids"]
-        except (ValueError, KeyError, TypeError):
-            ids = None
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
-            raise DataError(damaged_checkpoint(checkpoint, str(saved)))
-        return BucketLayout(tuple(ids))
+        return BucketLayout(tuple(read_kept(saved, checkpoint, _bucket_ids)["bucket_ids"]))
     if (folder / "offsets").exists():  # a stream started before its buckets were kept
         return BucketLayout.LEGACY
     layout = BucketLayout.one_per_partition(partitions)
-    folder.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps({"bucket_ids": list(layout.ids)}), encoding="utf-8")
+    keep(saved, {"bucket_ids": list(layout.ids)})
     return layout
+
+
+def _bucket_ids(kept) -> bool:
+    ids = kept.get("bucket_ids") if isinstance(kept, dict) else None
+    return isinstance(ids, list) and bool(ids) and all(isinstance(i, int) for i in ids)
 
 
 def spark_partition_of(value: int, partitions: int) -> int:
