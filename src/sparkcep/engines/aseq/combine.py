@@ -116,6 +116,9 @@ class Moments:
     def take(self, index) -> Moments:
         return Moments(self.sums[index], self.nonnull[index], self.mins[index], self.maxs[index])
 
+    def copy(self) -> Moments:
+        return Moments(self.sums.copy(), self.nonnull.copy(), self.mins.copy(), self.maxs.copy())
+
     def put(self, index, other: Moments) -> None:
         """Overwrite the bundles at `index` with `other`'s."""
         self.sums[index] = other.sums
@@ -272,15 +275,21 @@ def combine(
         def key(group, t):
             return group.astype(np.int64) * span + np.searchsorted(times, t)
 
-    by_end = np.argsort(key(cgroup, c.end), kind="stable")
-    by_start = np.argsort(key(cgroup, c.start), kind="stable")
-    end_keys = key(cgroup, c.end)[by_end]
-    start_keys = key(cgroup, c.start)[by_start]
-    upto_end = np.searchsorted(end_keys, key(trig.group, trig.ts), side="right")
-    before_end = np.searchsorted(end_keys, key(trig.group, trig.ts), side="left")
-    group_lo_end = np.searchsorted(end_keys, _group_floor(trig.group, span), side="left")
+    end_keys = key(cgroup, c.end)
+    by_end = np.argsort(end_keys, kind="stable")
+    end_keys = end_keys[by_end]
+    start_keys = key(cgroup, c.start)
+    by_start = np.argsort(start_keys, kind="stable")
+    start_keys = start_keys[by_start]
+    trig_keys = key(trig.group, trig.ts)
+    upto_end = np.searchsorted(end_keys, trig_keys, side="right")
+    before_end = np.searchsorted(end_keys, trig_keys, side="left")
+    del trig_keys
+    floor = _group_floor(trig.group, span)
+    group_lo_end = np.searchsorted(end_keys, floor, side="left")
+    group_lo_start = np.searchsorted(start_keys, floor, side="left")
     upto_start = np.searchsorted(start_keys, key(trig.group, trig.ts - w), side="right")
-    group_lo_start = np.searchsorted(start_keys, _group_floor(trig.group, span), side="left")
+    del floor, end_keys, start_keys  # the places above are what the totals need
 
     def window_total(values: np.ndarray) -> np.ndarray:
         """Σ values over contributions of the trigger's group alive at its time."""
@@ -289,15 +298,18 @@ def combine(
         if values.dtype.kind == "f":
             return _exact_float_total(values, window_total)
         ce = _cumsum0(values[by_end])
+        total = ce[upto_end] - ce[group_lo_end]
+        del ce
         cs = _cumsum0(values[by_start])
-        return (ce[upto_end] - ce[group_lo_end]) - (cs[upto_start] - cs[group_lo_start])
+        return total - (cs[upto_start] - cs[group_lo_start])
 
     out: dict[str, np.ndarray] = {}
     count = window_total(c.count)
     ended = np.zeros(n, dtype=np.int64)
-    if len(c.count):
+    if len(c.count):  # the matches that end at the trigger's time
         by_end_count = _cumsum0(c.count[by_end])
         ended = by_end_count[upto_end] - by_end_count[before_end]
+        del by_end_count
     for item in plan.aggregate.items:
         if item.func == "count":
             out[item.name] = count
@@ -327,7 +339,7 @@ def _group_floor(group: np.ndarray, span: int) -> np.ndarray:
 
 
 def _cumsum0(values: np.ndarray) -> np.ndarray:
-    if values.dtype.kind in "iu" and np.abs(values.astype(np.float64)).sum() >= 2**62:
+    if values.dtype.kind in "iu" and _magnitude(values) >= 2**62:
         values = values.astype(object)  # exact sums beyond 64 bits
     if values.dtype == object:
         out = np.empty(len(values) + 1, dtype=object)
@@ -335,6 +347,14 @@ def _cumsum0(values: np.ndarray) -> np.ndarray:
         out[1:] = np.cumsum(values)
         return out
     return np.concatenate(([0], np.cumsum(values)))
+
+
+def _magnitude(values: np.ndarray, chunk: int = 1 << 16) -> float:
+    """Σ |values| as a float, a chunk at a time (no float copy of a long array)."""
+    return sum(
+        float(np.abs(values[i : i + chunk].astype(np.float64)).sum())
+        for i in range(0, len(values), chunk)
+    )
 
 
 def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:

@@ -118,20 +118,13 @@ def _piece_chain(counters: PrefixCounters, qp: QueryPlan, index: int) -> Chain:
     return chain if fits.all() else chain.take(np.flatnonzero(fits))
 
 
-def piece_contributions(counters: PrefixCounters, qp: QueryPlan) -> Contributions:
-    """Contributions of a one-piece query, carried START rows included."""
+def piece_contributions(counters: PrefixCounters, qp: QueryPlan, index: int) -> Contributions:
+    """Contributions of a one-piece query (the `index`-th of the forest), carried START
+    rows included: its totals by end and by start, and its pairs."""
     (piece,) = qp.pieces
+    channels = {ch: source.values for ch, source in qp.channel_source.items()}
     rows = counters.rows[piece.nodes[0]]
-    out = counters.outputs[piece.nodes[-1]]
-    start = rows.start_ts[out.row]
-    end = counters.stats.ts[out.group]
-    keep = np.flatnonzero(end - start < window_of(qp.plan))
-    moments = {
-        ch: out.moments[source.values].take(keep) for ch, source in qp.channel_source.items()
-    }
-    return Contributions(
-        rows.segment[out.row][keep], start[keep], end[keep], out.count[keep], moments
-    )
+    return counters.totals[index].contributions(rows, counters.stats, channels)
 
 
 CONNECT_CHUNK = 4_000_000  # joined rows per step of _connect: bounds its memory

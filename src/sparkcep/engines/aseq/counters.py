@@ -8,8 +8,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparkcep.engines.aseq.combine import Moments, concat_arrays
-from sparkcep.engines.aseq.forest import Forest, Node, NodeValues
+from sparkcep.engines.aseq.combine import (
+    NEVER,
+    Channel,
+    Contributions,
+    Moments,
+    concat_arrays,
+    window_of,
+)
+from sparkcep.engines.aseq.forest import Forest, Node, NodeValues, QueryPlan
 from sparkcep.engines.state import state_class
 from sparkcep.prep.table import EventTable, segment_firsts
 
@@ -59,8 +66,11 @@ def group_stats(table: EventTable, bits: set[int], columns: set[tuple[int, str]]
         change[1:] = (table.order[1:] != table.order[:-1]) | (
             table.segment[1:] != table.segment[:-1]
         )
-    starts = np.flatnonzero(change)
-    group_of = np.cumsum(change) - 1  # the group of each event
+    if change.all():  # every event its own group (distinct times): the table's arrays
+        starts = group_of = np.arange(n)
+    else:
+        starts = np.flatnonzero(change)
+        group_of = np.cumsum(change) - 1  # the group of each event
     ngroups = len(starts)
     segment_first = group_of[segment_firsts(table)]
     segment_end = np.repeat(
@@ -69,14 +79,22 @@ def group_stats(table: EventTable, bits: set[int], columns: set[tuple[int, str]]
     counts = {}
     for bit in bits:
         has = (table.mask >> bit) & 1
-        counts[bit] = np.bincount(group_of, weights=has, minlength=ngroups).astype(np.int64)
+        # int32: events in one group; what they multiply is int64
+        counts[bit] = np.bincount(group_of, weights=has, minlength=ngroups).astype(np.int32)
     values = {}
     for bit, attr in columns:
         col = table.columns[attr]
         has = ((table.mask >> bit) & 1).astype(bool) & ~col.nulls()
         values[(bit, attr)] = _group_moments(col.values[has], group_of[has], ngroups)
+    alone = ngroups == n  # table.ts[starts] would copy the table's arrays
     return GroupStats(
-        starts, table.ts[starts], table.segment[starts], segment_end, segment_first, counts, values
+        starts,
+        table.ts if alone else table.ts[starts],
+        table.segment if alone else table.segment[starts],
+        segment_end,
+        segment_first,
+        counts,
+        values,
     )
 
 
@@ -116,6 +134,137 @@ class PieceOutput:
             concat_arrays([p.count for p in parts]),
             {s: Moments.concat([p.moments[s] for p in parts]) for s in sources},
         )
+
+
+class EndTotals:
+    """What a one-piece query reads of its counters, as the trigger rows need it and in
+    memory that follows the events, not the matches: the new matches of each step added
+    up by end group (they count from their end on) and by START row (they are taken off
+    when the START leaves the window), with the sums and non-null counts of the values.
+
+    Two things need a match's start and end together, and are kept per (START row, end
+    group) instead: a float sum (added up across STARTs, values from before a window
+    would leak into it through rounding; combine adds these exactly), and MIN/MAX, kept
+    only where a START row's running minimum or maximum changes (its *records*)."""
+
+    def __init__(self, node: int, window: int, rows: int, groups: int, sources, extremes):
+        self.node = node
+        self.window = window
+        self.sources: list[NodeValues] = list(sources)
+        self.extremes: set[NodeValues] = set(extremes)
+        self.by_end = _Totals(groups, self.sources)
+        self.by_start = _Totals(rows, self.sources)
+        self.floats: set[NodeValues] = set()  # sources whose values are floats
+        self.best: dict[NodeValues, Moments] = {}  # each START row's running extremes
+        self.pairs: list[PieceOutput] = []  # float sums and extreme records
+
+    def start(self, floats: set[NodeValues], best: dict[NodeValues, Moments]) -> None:
+        self.floats = floats & set(self.sources)
+        self.best = {s: best[s] for s in self.sources if s in self.extremes}
+
+    def add(self, row: np.ndarray, group: np.ndarray, count: np.ndarray, moments) -> None:
+        """New matches: `count` of them from START `row` ending at `group`, with
+        `moments` (source -> Moments) of their values."""
+        self.by_end.add_at(group, count, moments, self.floats)
+        self.by_start.add_at(row, count, moments, self.floats)
+        pairs = {}
+        for source in self.floats:
+            m = moments[source]
+            pairs[source] = Moments(m.sums, np.zeros(len(row), np.int64), *_no_extremes(len(row)))
+        if pairs:
+            self._pair(row, group, pairs, np.ones(len(row), dtype=bool))
+        for source, best in self.best.items():
+            m = moments[source]
+            lower = m.mins < best.mins[row]
+            higher = m.maxs > best.maxs[row]
+            best.mins[row] = np.minimum(best.mins[row], m.mins)
+            best.maxs[row] = np.maximum(best.maxs[row], m.maxs)
+            record = lower | higher
+            if record.any():
+                mins = np.where(lower, m.mins, np.inf)
+                maxs = np.where(higher, m.maxs, -np.inf)
+                zeros = np.zeros(len(row), dtype=np.int64)
+                self._pair(row, group, {source: Moments(zeros, zeros, mins, maxs)}, record)
+
+    def _pair(self, row, group, moments: dict[NodeValues, Moments], keep: np.ndarray) -> None:
+        n = int(keep.sum())
+        full = {s: moments[s].take(keep) if s in moments else _nothing(n) for s in self.sources}
+        zeros = np.zeros(n, dtype=np.int64)
+        self.pairs.append(PieceOutput(row[keep], group[keep], zeros, full))
+
+    def contributions(
+        self, rows: RootRows, stats: GroupStats, channels: dict[Channel, NodeValues]
+    ) -> Contributions:
+        """The query's contributions: one-sided by end and by start, then the pairs."""
+        e = np.flatnonzero(self.by_end.count != 0)
+        a = np.flatnonzero(self.by_start.count != 0)
+        pairs = PieceOutput.concat(self.pairs, self.sources)
+        never_e, never_a = np.full(len(e), NEVER), np.full(len(a), NEVER)
+        moments = {}
+        for ch, source in channels.items():
+            moments[ch] = Moments.concat(
+                [
+                    self.by_end.moments(source, e, source in self.floats),
+                    self.by_start.moments(source, a, source in self.floats),
+                    pairs.moments[source],
+                ]
+            )
+        return Contributions(
+            concat_arrays([stats.segment[e], rows.segment[a], rows.segment[pairs.row]]),
+            concat_arrays([never_e, rows.start_ts[a], rows.start_ts[pairs.row]]),
+            concat_arrays([stats.ts[e], never_a, stats.ts[pairs.group]]),
+            concat_arrays([self.by_end.count[e], self.by_start.count[a], pairs.count]),
+            moments,
+        )
+
+
+class _Totals:
+    """Counts, sums and non-null counts added up at n places (int64 while the amounts
+    added so far cannot overflow it, Python integers beyond)."""
+
+    def __init__(self, n: int, sources: list[NodeValues]):
+        self.count = np.zeros(n, dtype=np.int64)
+        self.sums = {s: np.zeros(n, dtype=np.int64) for s in sources}
+        self.nonnull = {s: np.zeros(n, dtype=np.int64) for s in sources}
+        self.bound = 0.0  # the most any entry can hold (every amount added, in magnitude)
+
+    def add_at(self, place, count, moments, floats) -> None:
+        arrays = [(self.count, count)]
+        for source, m in moments.items():
+            if source in self.sums:
+                arrays.append((self.nonnull[source], m.nonnull))
+                if source not in floats:
+                    arrays.append((self.sums[source], m.sums))
+        self.bound += sum(float(np.abs(v.astype(np.float64)).sum()) for _, v in arrays)
+        if self.count.dtype != object and (
+            self.bound >= 2**62 or any(v.dtype == object for _, v in arrays)
+        ):
+            self._widen()
+            return self.add_at(place, count, moments, floats)
+        for total, values in arrays:
+            if total.dtype == object:
+                for i, v in zip(place.tolist(), values.tolist()):
+                    total[i] += v
+            else:
+                np.add.at(total, place, values)
+
+    def _widen(self) -> None:
+        self.count = self.count.astype(object)
+        self.sums = {s: v.astype(object) for s, v in self.sums.items()}
+        self.nonnull = {s: v.astype(object) for s, v in self.nonnull.items()}
+
+    def moments(self, source: NodeValues, at: np.ndarray, floats: bool) -> Moments:
+        sums = np.zeros(len(at)) if floats else self.sums[source][at]
+        return Moments(sums, self.nonnull[source][at], *_no_extremes(len(at)))
+
+
+def _no_extremes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full(n, np.inf), np.full(n, -np.inf)
+
+
+def _nothing(n: int) -> Moments:
+    zeros = np.zeros(n, dtype=np.int64)
+    return Moments(zeros, zeros, *_no_extremes(n))
 
 
 @state_class
@@ -186,36 +335,14 @@ class Counts:
         self.count = self.count.astype(object)
         self.moments = {s: m.widened() for s, m in self.moments.items()}
 
-    def add(self, rows: np.ndarray, before: np.ndarray, step: Step) -> None:
-        """One step: the new matches added to `rows` (counts `before` the step), with
-        the prefixes a negated event killed cleared first (the recounting rule)."""
-        if step.reset.any():
-            self.count[rows] = np.where(step.reset, 0, before) + step.count
-            for source, delta in step.moments.items():
-                moments = self.moments[source]
-                moments.put(rows, moments.take(rows).cleared(step.reset).plus(delta))
-        else:
-            self.count[rows] = before + step.count
-            for source, delta in step.moments.items():
-                moments = self.moments[source]
-                moments.put(rows, moments.take(rows).plus(delta))
-
-
-@dataclass
-class Step:
-    """What one step adds, per active START row and subtree node: new matches and their
-    moments, and where a negated event resets the prefixes."""
-
-    count: np.ndarray
-    reset: np.ndarray
-    moments: dict[NodeValues, Moments]
-
 
 @dataclass
 class NodeStep:
     """How a subtree node takes a step: from its parent's counts (`parent` column) and
     the group's events with its bits; which values it reads from those events (`read`)
-    and which it carries from its ancestors' prefixes (`inherit`)."""
+    and which it carries from its ancestors' prefixes (`inherit`); the negation nodes
+    that take its new matches too; the classes of groups (by the tree's bits they hold)
+    in which it has events."""
 
     column: int
     parent: int
@@ -223,6 +350,8 @@ class NodeStep:
     bits: tuple[int, ...]
     read: list[NodeValues]
     inherit: list[NodeValues]
+    negations: list[int] = field(default_factory=list)  # columns of its negation children
+    classes: list[int] = field(default_factory=list)  # group classes holding its events
 
 
 class PrefixCounters:
@@ -243,11 +372,11 @@ class PrefixCounters:
         self.table = table
         self.carry = carry or {}
         self.segment_keys = segment_keys
-        self.collect: set[int] = set()  # nodes whose matches a query reads
+        self.collect: set[int] = set()  # nodes whose matches chopped queries connect
         self.sources: dict[int, list[NodeValues]] = {}  # node -> values counted there
         for qp in forest.queries:
-            for piece in qp.pieces:
-                self.collect.add(piece.nodes[-1])
+            if len(qp.pieces) > 1:
+                self.collect.update(piece.nodes[-1] for piece in qp.pieces)
             for source in qp.channel_source.values():
                 counted = self.sources.setdefault(source.values.node, [])
                 if source.values not in counted:
@@ -256,6 +385,7 @@ class PrefixCounters:
         columns = {(s.bit, s.attr) for counted in self.sources.values() for s in counted}
         self.stats = group_stats(table, bits, columns)
         self.outputs: dict[int, PieceOutput] = {}
+        self.totals: dict[int, EndTotals] = {}  # one-piece query (its index) -> its totals
         self._by_start: dict[int, PieceOutput] = {}
         self.rows: dict[int, RootRows] = {}  # root -> its START rows
         self.final: dict[int, CarryRows] = {}  # counters after this table, per root
@@ -307,11 +437,43 @@ class PrefixCounters:
         found: dict[int, list[PieceOutput]] = {n: [] for n in nodes if n in self.collect}
         if root in found and len(rows) > rows.carried:
             found[root].append(_start_matches(rows, counts))
-        self._run_steps(tree, rows, counts, found)
+        totals = self._end_totals(tree, rows, counts)
+        for total in totals:
+            if total.node == root and len(rows) > rows.carried:
+                start = _start_matches(rows, counts)
+                total.add(start.row, start.group, start.count, start.moments)
+        self._run_steps(tree, rows, counts, found, totals)
         for n, parts in found.items():
             self.outputs[n] = PieceOutput.concat(parts, tree.sources)
         keys = self._row_keys(rows, carried)
         self.final[root] = CarryRows(keys, rows.start_ts, counts.count, counts.moments)
+
+    def _end_totals(self, tree: Subtree, rows: RootRows, counts: Counts) -> list[EndTotals]:
+        """The totals of the one-piece queries that end in this tree."""
+        out = []
+        for index, qp in enumerate(self.forest.queries):
+            end = qp.pieces[-1].nodes[-1]
+            if len(qp.pieces) > 1 or end not in tree.column:
+                continue
+            sources = [source.values for source in qp.channel_source.values()]
+            extremes = _extreme_sources(qp)
+            total = EndTotals(
+                end, window_of(qp.plan), len(rows), len(self.stats.ts), sources, extremes
+            )
+            j = tree.column[end]
+            floats = {s for s in sources if counts.moments[s].sums.dtype.kind == "f"}
+            # Each row's extremes so far: the carried rows' counters (a root's own column
+            # holds its START, not yet reported: none).
+            best = {
+                s: _nothing(len(rows))
+                if end == tree.root
+                else counts.moments[s].take((slice(None), j)).copy()
+                for s in extremes
+            }
+            total.start(floats, best)
+            self.totals[index] = total
+            out.append(total)
+        return out
 
     # ---- carry-row setup
     def _root_rows(self, root: int, carried: CarryRows | None) -> RootRows:
@@ -406,14 +568,29 @@ class PrefixCounters:
 
     # ---- the step loop
     def _run_steps(
-        self, tree: Subtree, rows: RootRows, counts: Counts, found: dict[int, list[PieceOutput]]
+        self,
+        tree: Subtree,
+        rows: RootRows,
+        counts: Counts,
+        found: dict[int, list[PieceOutput]],
+        totals: list[EndTotals],
     ) -> None:
-        """Step j adds the group j places after each START row's, while it is in the
-        row's segment and window. A root with no child takes no step."""
+        """Step j takes, for each START row, the group j places after the row's, while it
+        is in the row's segment and window. In a step each node touches only the rows
+        whose group holds one of its events (A-Seq's per-event work: an event updates the
+        counters of its own component), children before parents so that every update
+        reads the counts from before the step (equal-time events never chain). A root
+        with no child takes no step."""
         if len(tree.nodes) == 1:
             return
         guard = self._overflow_guard(tree)
         node_steps = self._node_steps(tree)
+        group_class, nclasses = self._group_classes(tree, node_steps)
+        readers = {
+            node.column: [t for t in totals if tree.column[t.node] == node.column]
+            for node in node_steps
+        }
+        pieces = {tree.column[n]: parts for n, parts in found.items()}  # by column
         window = self.forest.nodes[tree.root].window
         width = len(tree.nodes) * (1 + 4 * len(tree.sources))  # counters per row
         ts = self.stats.ts
@@ -428,15 +605,27 @@ class PrefixCounters:
             if not len(active):
                 break
             self.peak_counters = max(self.peak_counters, len(active) * width)
-            before = counts.count[active]
-            if counts.count.dtype != object and before.max(initial=0) > guard:
-                counts.widen()
-                before = counts.count[active]
-            step = self._step(node_steps, groups, before, counts, active)
-            counts.add(active, before, step)
-            self._emit(tree, found, active, groups, step)
+            classes = group_class[groups]
+            order = np.argsort(classes, kind="stable")
+            bounds = np.concatenate(([0], np.cumsum(np.bincount(classes, minlength=nclasses))))
+            for node in node_steps:
+                parts = [order[bounds[c] : bounds[c + 1]] for c in node.classes]
+                parts = [part for part in parts if len(part)]
+                if not parts:
+                    continue
+                sel = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                row, group = active[sel], groups[sel]
+                if node.negated:
+                    _reset(counts, tree, node.column, row)
+                    continue
+                gain, deltas = self._gain(counts, node, row, group, guard)
+                for column in (node.column, *node.negations):
+                    _add(counts, column, row, gain, deltas)
+                if node.column in pieces or readers[node.column]:
+                    self._emit(tree, node.column, pieces, readers, rows, (row, group, gain, deltas))
 
     def _node_steps(self, tree: Subtree) -> list[NodeStep]:
+        """The steps of the tree's nodes below its root, children before parents."""
         nodes = self.forest.nodes
         out = []
         for n in tree.nodes[1:]:
@@ -452,68 +641,97 @@ class PrefixCounters:
                     [s for s in tree.sources if s.node in ancestors],
                 )
             )
-        return out
+        for step in out:
+            step.negations = [o.column for o in out if o.negated and o.parent == step.column]
+        return sorted(out, key=lambda step: -step.column)  # parents come before children
 
-    def _step(
-        self,
-        node_steps: list[NodeStep],
-        groups: np.ndarray,
-        before: np.ndarray,
-        counts: Counts,
-        active: np.ndarray,
-    ) -> Step:
-        """The matches each node's prefix gains at `groups` (one per active row)."""
+    def _group_classes(self, tree: Subtree, node_steps: list[NodeStep]) -> tuple[np.ndarray, int]:
+        """Each group's class: which of the tree's bits its events have (class 0: none),
+        and the classes each node has events in (set on the node steps)."""
+        bits = sorted({bit for node in node_steps for bit in node.bits})
         stats = self.stats
-        shape = (len(active), before.shape[1])
-        step = Step(
-            np.zeros_like(before),
-            np.zeros(shape, dtype=bool),
-            {
-                s: Moments.zeros(shape, m.sums.dtype, m.nonnull.dtype)
-                for s, m in counts.moments.items()
-            },
-        )
+        code = np.zeros(len(stats.ts), dtype=np.int64)
+        if len(bits) < 63:
+            for i, bit in enumerate(bits):
+                code |= (stats.count[bit] > 0).astype(np.int64) << i
+            keys, group_class = np.unique(code, return_inverse=True)
+            held = [{bits[i] for i in range(len(bits)) if (int(k) >> i) & 1} for k in keys]
+        else:  # too many bits for one number: one class per distinct set of bits
+            sets = [frozenset(b for b in bits if stats.count[b][g] > 0) for g in range(len(code))]
+            index: dict[frozenset, int] = {}
+            group_class = np.array([index.setdefault(x, len(index)) for x in sets], np.int64)
+            held = list(index)
         for node in node_steps:
-            j, parent = node.column, node.parent
-            if node.negated:  # the negations of a gap: the next positive's new matches
-                step.count[:, j] = step.count[:, parent]
-                hit = np.zeros(len(active), dtype=bool)
-                for bit in node.bits:
-                    hit |= stats.count[bit][groups] > 0
-                step.reset[:, j] = hit
-                for delta in step.moments.values():
-                    delta.put((slice(None), j), delta.take((slice(None), parent)))
-                continue
-            (bit,) = node.bits
-            events = stats.count[bit][groups]
-            prefixes = before[:, parent]
-            step.count[:, j] = prefixes * events
-            for source in node.read:  # the value of the event that extends each prefix
-                values = stats.values[(source.bit, source.attr)].take(groups)
-                step.moments[source].put((slice(None), j), values.scaled(prefixes))
-            for source in node.inherit:  # the values in each prefix, once per event
-                prefix = counts.moments[source].take((active, parent))
-                step.moments[source].put((slice(None), j), prefix.scaled(events))
-        return step
+            node.classes = [c for c, present in enumerate(held) if present & set(node.bits)]
+        # int16 where it fits: numpy sorts 16-bit integers by radix (a step sorts by class)
+        dtype = np.int16 if len(held) < 2**15 else np.int64
+        return group_class.ravel().astype(dtype), len(held)
+
+    def _gain(self, counts: Counts, node: NodeStep, row, group, guard: int):
+        """The new matches of `node`'s prefix at `row` (its events in `group`), from its
+        parent's counts before the step, and what they add to each counted value."""
+        stats = self.stats
+        prefixes = counts.count[row, node.parent]
+        if counts.count.dtype != object and len(row):
+            most = max(counts.count[row, c].max() for c in (node.column, *node.negations))
+            if max(prefixes.max(), most) > guard:
+                counts.widen()
+                prefixes = counts.count[row, node.parent]
+        (bit,) = node.bits
+        events = stats.count[bit][group]
+        deltas = {}
+        for source in node.read:  # the value of the event that extends each prefix
+            deltas[source] = stats.values[(source.bit, source.attr)].take(group).scaled(prefixes)
+        for source in node.inherit:  # the values in each prefix, once per event
+            deltas[source] = counts.moments[source].take((row, node.parent)).scaled(events)
+        return prefixes * events, deltas
 
     # ---- emission
-    def _emit(
-        self,
-        tree: Subtree,
-        found: dict[int, list[PieceOutput]],
-        active: np.ndarray,
-        groups: np.ndarray,
-        step: Step,
-    ) -> None:
-        """The new matches of the nodes queries read, as contributions."""
-        for n, parts in found.items():
-            if n == tree.root:
-                continue
-            j = tree.column[n]
-            new = np.flatnonzero(step.count[:, j] != 0)
-            if len(new):
-                moments = {s: m.take((new, j)) for s, m in step.moments.items()}
-                parts.append(PieceOutput(active[new], groups[new], step.count[new, j], moments))
+    def _emit(self, tree, column, pieces, readers, rows: RootRows, matches) -> None:
+        """The new matches of a node queries read (`matches`: START row, end group, count,
+        values): as contributions (chopped queries' pieces) and into the totals of the
+        one-piece queries ending there."""
+        row, group, gain, deltas = matches
+        new = gain != 0
+        if not new.any():
+            return
+        row, group, gain = row[new], group[new], gain[new]
+        deltas = {s: m.take(new) for s, m in deltas.items()}
+        if column in pieces:
+            moments = {s: deltas[s] if s in deltas else _nothing(len(row)) for s in tree.sources}
+            pieces[column].append(PieceOutput(row, group, gain, moments))
+        root_window = self.forest.nodes[tree.root].window
+        for total in readers[column]:
+            keep = slice(None)
+            if total.window < root_window:
+                keep = self.stats.ts[group] - rows.start_ts[row] < total.window
+            moments = {s: deltas[s].take(keep) for s in total.sources}
+            total.add(row[keep], group[keep], gain[keep], moments)
+
+
+def _add(counts: Counts, column: int, row, gain, deltas) -> None:
+    """Add a step's new matches (and their values) to a column's counters."""
+    counts.count[row, column] += gain
+    for source, delta in deltas.items():
+        moments = counts.moments[source]
+        moments.put((row, column), moments.take((row, column)).plus(delta))
+
+
+def _reset(counts: Counts, tree: Subtree, column: int, row) -> None:
+    """A negated event: the prefixes it follows cannot be extended (Lemmas 5-6)."""
+    counts.count[row, column] = 0
+    for source in tree.sources:
+        moments = counts.moments[source]
+        moments.put((row, column), moments.take((row, column)).cleared(np.ones(len(row), bool)))
+
+
+def _extreme_sources(qp: QueryPlan) -> set[NodeValues]:
+    """The values a query takes the minimum or maximum of."""
+    return {
+        qp.channel_source[Channel(item.var, item.attr)].values
+        for item in qp.plan.aggregate.items
+        if item.func in ("min", "max")
+    }
 
 
 def _start_matches(rows: RootRows, counts: Counts) -> PieceOutput:

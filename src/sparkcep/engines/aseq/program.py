@@ -239,13 +239,13 @@ class AggregateProgram(Program):
             state.stats.get("peak_counters", 0), counters.peak_counters
         )
         outs = []
-        for qp, i in zip(forest.queries, self.counter_plans):
+        for index, (qp, i) in enumerate(zip(forest.queries, self.counter_plans)):
             end = qp.pieces[-1].nodes[-1]
             if len(qp.pieces) > 1:
                 fresh = query_contributions(counters, qp)
                 before, before_keys = Contributions.empty(channels_of(qp.plan)), _objects([])
             else:
-                fresh = piece_contributions(counters, qp)
+                fresh = piece_contributions(counters, qp, index)
                 before, before_keys = _carried(
                     state.carry.get(qp.pieces[0].nodes[0]), counters, qp, end
                 )
@@ -397,6 +397,8 @@ def _segment_keys(frame: pd.DataFrame, table: EventTable, cols: list[str]) -> li
 
 
 def _typed(values: np.ndarray, item):
+    if item.output_kind == "int" and values.dtype.kind in "iu":  # no null, within int64
+        return pd.array(values.astype(np.int64, copy=False), dtype="Int64")
     if item.output_kind == "int":
         ints = [None if v is None else int(v) for v in values]
         if any(v is not None and abs(v) >= 2**63 for v in ints):
