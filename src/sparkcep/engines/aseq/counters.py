@@ -219,14 +219,15 @@ class EndTotals:
 
 
 class _Totals:
-    """Counts, sums and non-null counts added up at n places (int64 while the amounts
-    added so far cannot overflow it, Python integers beyond)."""
+    """Counts, sums and non-null counts added up at n places (int64 while no place can
+    have left it, Python integers beyond)."""
 
     def __init__(self, n: int, sources: list[NodeValues]):
         self.count = np.zeros(n, dtype=np.int64)
         self.sums = {s: np.zeros(n, dtype=np.int64) for s in sources}
         self.nonnull = {s: np.zeros(n, dtype=np.int64) for s in sources}
-        self.bound = 0.0  # the most any entry can hold (every amount added, in magnitude)
+        # per place, every amount added there in magnitude (a float): bounds each entry
+        self.bound = np.zeros(n)
 
     def add_at(self, place, count, moments, floats) -> None:
         arrays = [(self.count, count)]
@@ -235,12 +236,11 @@ class _Totals:
                 arrays.append((self.nonnull[source], m.nonnull))
                 if source not in floats:
                     arrays.append((self.sums[source], m.sums))
-        self.bound += sum(float(np.abs(v.astype(np.float64)).sum()) for _, v in arrays)
-        if self.count.dtype != object and (
-            self.bound >= 2**62 or any(v.dtype == object for _, v in arrays)
-        ):
-            self._widen()
-            return self.add_at(place, count, moments, floats)
+        if self.count.dtype != object:
+            magnitude = sum(np.abs(v.astype(np.float64)) for _, v in arrays)
+            np.add.at(self.bound, place, magnitude)
+            if self.bound[place].max() >= 2**62 or any(v.dtype == object for _, v in arrays):
+                self._widen()
         for total, values in arrays:
             if total.dtype == object:
                 for i, v in zip(place.tolist(), values.tolist()):
