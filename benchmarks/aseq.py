@@ -102,11 +102,22 @@ def answer(rows: pd.DataFrame) -> tuple[int, int]:
     return len(rows), int(sum(int(c) for c in rows["count"])) if len(rows) else 0
 
 
+def _memory_mb(field: str) -> float:
+    """VmRSS (resident now) or VmHWM (peak resident) of this process, in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _child(conn, frame, queries, algorithm, sharing, batch):
     try:
+        at_start = _memory_mb("VmRSS")  # the streams the parent loaded, shared after fork
         valid, schema = prepare(frame)
         seconds, stats, rows = timed(valid, schema, queries, algorithm, sharing, batch)
-        conn.send((seconds, {**stats, "answer": answer(rows)}, len(rows)))
+        stats = {**stats, "answer": answer(rows), "peak_mb": _memory_mb("VmHWM") - at_start}
+        conn.send((seconds, stats, len(rows)))
     except Exception as error:  # e.g. more partial matches than memory allows
         conn.send((None, {"error": type(error).__name__}, 0))
 
@@ -165,16 +176,18 @@ class Bench:
             frame = frame.iloc[:size]
         valid, schema = prepare(frame)
         n = len(frame)
-        a_sec, a_stats, a_rows = timed(valid, schema, queries, "aseq", "none")
+        a_sec, a_stats, a_rows = timed(valid, schema, queries, "aseq", "none", batch)
         for _ in range(2 if a_sec < 0.5 else 0):
-            a_sec = min(a_sec, timed(valid, schema, queries, "aseq", "none")[0])
+            a_sec = min(a_sec, timed(valid, schema, queries, "aseq", "none", batch)[0])
         row = {
             "experiment": experiment, "stream": stream, "param": param, "events": n,
             "matches": a_stats["matches"], "aseq_s": a_sec,
             "aseq_us_per_event": a_sec / n * 1e6, "aseq_peak_counters": a_stats["peak_counters"],
         }  # fmt: skip
-        if cap is not None:
+        if cap is not None:  # peak memory: each algorithm alone in a child process
+            row["aseq_peak_mb"] = capped(frame, queries, "aseq", 600, batch=batch)[1].get("peak_mb")
             t_sec, t_stats = capped(frame, queries, "twostep", cap, batch=batch)
+            row["twostep_peak_mb"] = t_stats.get("peak_mb")
             if t_sec and len(queries) == 1 and t_stats["answer"] != answer(a_rows):
                 raise AssertionError(f"two-step and A-Seq disagree: {row}")
             row["twostep_s"] = t_sec
@@ -242,8 +255,8 @@ BATCH = 1_000  # two-step's events per batch in the size experiment: it holds th
 
 def by_size(bench: Bench, cap: float) -> None:
     """A-Seq against two-step on prefixes of growing size, while two-step finishes (within
-    `cap` seconds and its memory; fed BATCH events at a time, it holds only their
-    matches; A-Seq in one batch): how the ratio grows with the stream."""
+    `cap` seconds and its memory), both fed the same batches of BATCH events: how the
+    ratio grows with the stream."""
     for stream, first in SIZES.items():
         types = ORDER if stream != "synthetic" else [f"S{i}" for i in range(1, 11)]
         total = len(bench.streams[stream])
@@ -350,8 +363,8 @@ def _main_table(rows: list[dict], cap: float) -> list[str]:
         " also a lower bound (cap / A-Seq time). The last section measures the ratio where"
         " two-step finishes, on prefixes of growing size.",
         "",
-        "| experiment | stream | param | matches | A-Seq s | A-Seq µs/event | A-Seq peak counters | two-step s | two-step partial matches | speed-up |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| experiment | stream | param | matches | A-Seq s | A-Seq µs/event | A-Seq peak counters | A-Seq peak MB | two-step s | two-step peak MB | two-step partial matches | speed-up |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     # Two-step's throughput where it finished, to estimate the others.
     rates: dict[str, list[float]] = {}
@@ -377,10 +390,16 @@ def _main_table(rows: list[dict], cap: float) -> list[str]:
         partial = r.get("twostep_partial_matches")
         lines.append(
             f"| {r['experiment']} | {r['stream']} | {r['param']} | {int(r['matches']):,} | {r['aseq_s']:.3f} | "
-            f"{r['aseq_us_per_event']:.2f} | {r['aseq_peak_counters']:,} | {two} | "
-            f"{'' if partial is None else f'{partial:,}'} | {speed} |"
+            f"{r['aseq_us_per_event']:.2f} | {r['aseq_peak_counters']:,} | {_mb(r, 'aseq')} | "
+            f"{two} | {_mb(r, 'twostep')} | {'' if partial is None else f'{partial:,}'} | {speed} |"
         )
     return lines
+
+
+def _mb(row: dict, algorithm: str) -> str:
+    """Peak resident memory the run added to its process, MB (blank: not measured)."""
+    value = row.get(f"{algorithm}_peak_mb")
+    return "" if value is None else f"{value:,.0f}"
 
 
 def _sharing_table(rows: list[dict]) -> list[str]:
@@ -405,15 +424,16 @@ def _size_table(rows: list[dict]) -> list[str]:
         return []
     lines = ["", "## Where two-step finishes: the ratio by stream size (w=1000)", "",
              f"Prefixes of each stream, doubled until two-step stops (time cap, or a batch of"
-             f" {BATCH:,} events with more matches than its memory budget). Two-step is fed"
-             f" {BATCH:,} events at a time (it holds one batch's matches), A-Seq the whole"
-             " prefix; both give the same rows (checked). Two-step's time follows the matches"
+             f" {BATCH:,} events with more matches than its memory budget). Both are fed the"
+             f" same batches of {BATCH:,} events (two-step holds one batch's matches and the"
+             " events of the last window; A-Seq the counters of the STARTs in the window);"
+             " both give the same rows (checked). Two-step's time follows the matches"
              " (its throughput, matches/s, stays in a narrow band across sizes), A-Seq's the"
              " events: the ratio grows with the matches per event (length, window, density),"
              " and with the size only while A-Seq's fixed cost per run is not yet paid off."
              " This is what the estimates above rest on.", "",
-             "| stream | length | events | matches | matches/event | A-Seq s | two-step s | two-step matches/s | A-Seq / two-step |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| stream | length | events | matches | matches/event | A-Seq s | A-Seq peak MB | two-step s | two-step peak MB | two-step matches/s | A-Seq / two-step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in rows:
         length = r["experiment"].split()[2].rstrip(",")
         if r.get("twostep_s"):
@@ -424,7 +444,8 @@ def _size_table(rows: list[dict]) -> list[str]:
             two, rate, ratio = f"stopped ({r.get('twostep_failure')})", "", "–"
         lines.append(
             f"| {r['stream']} | {length} | {r['events']:,} | {int(r['matches']):,} | "
-            f"{r['matches'] / r['events']:,.1f} | {r['aseq_s']:.3f} | {two} | {rate} | {ratio} |"
+            f"{r['matches'] / r['events']:,.1f} | {r['aseq_s']:.3f} | {_mb(r, 'aseq')} | {two} | "
+            f"{_mb(r, 'twostep')} | {rate} | {ratio} |"
         )
     return lines
 
