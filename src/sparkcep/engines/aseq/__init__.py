@@ -21,9 +21,11 @@ Aggregates over the matches of SEQ patterns without building a single match:
 
 The counters of all START events move together, column-wise: events with the same time
 form a *group* (they cannot follow each other in a sequence), and step j updates every
-start's counters with the group j places after it. Equal starts in one group share a
-counter. What the counters produce are *contributions* (matches bundled by start and
-end), turned into per-trigger rows by `aggregation.combine`.
+start's counters with the group j places after it, each node only where the group holds
+its events. Equal starts in one group share a counter. What a query reads is added up as
+the counters go: new matches by end group and by START row (`counters.EndTotals`), so
+nothing grows with the number of matches; `combine` turns these totals into per-trigger
+rows.
 
 Example 3 of the paper (window 7 s), the stream a1 b1 c1 a2 c2 b2 d1 c3 a3 d2 at
 1..10 s, pattern SEQ(A, B, C, D):

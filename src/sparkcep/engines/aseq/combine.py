@@ -7,8 +7,9 @@ last positive component — with each aggregate over the matches m of its group 
 Every algorithm reduces the matches to *contributions*: bundles of matches that share a
 start time and an end time, with their count and, per aggregate, the sum, the number of
 non-null values, the minimum and the maximum of the aggregated attribute. A-Seq's prefix
-counters produce one contribution per (start, end) without building a match; the
-two-step method (enumerate with nfa, then aggregate) produces one per match. `combine`
+counters give one-sided bundles (the matches ending at a group, and those from a START
+row: see `Contributions`), plus MIN/MAX records and float sums per (start, end); the
+two-step method (enumerate with nfa, then aggregate) gives one per match. `combine`
 turns contributions into the rows of every trigger:
 
     count(t) = Σ count over end <= t  -  Σ count over start <= t - w

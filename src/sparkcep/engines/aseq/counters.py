@@ -230,23 +230,31 @@ class _Totals:
         self.bound = np.zeros(n)
 
     def add_at(self, place, count, moments, floats) -> None:
-        arrays = [(self.count, count)]
-        for source, m in moments.items():
-            if source in self.sums:
-                arrays.append((self.nonnull[source], m.nonnull))
-                if source not in floats:
-                    arrays.append((self.sums[source], m.sums))
+        if not len(place):
+            return
         if self.count.dtype != object:
-            magnitude = sum(np.abs(v.astype(np.float64)) for _, v in arrays)
+            amounts = [v for _, v in self._arrays(count, moments, floats)]
+            magnitude = sum(np.abs(v.astype(np.float64)) for v in amounts)
             np.add.at(self.bound, place, magnitude)
-            if self.bound[place].max() >= 2**62 or any(v.dtype == object for _, v in arrays):
+            if self.bound[place].max() >= 2**62 or any(v.dtype == object for v in amounts):
                 self._widen()
+        arrays = self._arrays(count, moments, floats)
         for total, values in arrays:
             if total.dtype == object:
                 for i, v in zip(place.tolist(), values.tolist()):
                     total[i] += v
             else:
                 np.add.at(total, place, values)
+
+    def _arrays(self, count, moments, floats) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(total, amounts to add to it) for the count and each value's totals."""
+        arrays = [(self.count, count)]
+        for source, m in moments.items():
+            if source in self.sums:
+                arrays.append((self.nonnull[source], m.nonnull))
+                if source not in floats:
+                    arrays.append((self.sums[source], m.sums))
+        return arrays
 
     def _widen(self) -> None:
         self.count = self.count.astype(object)

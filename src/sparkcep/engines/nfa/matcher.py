@@ -537,6 +537,20 @@ class PatternMatcher:
             self.found += len(F)
         return self.found
 
+    def chunks(
+        self,
+        *,
+        starts: np.ndarray | None = None,
+        ends: np.ndarray | None = None,
+        released: tuple[int | None, int | None] | None = None,
+    ) -> Iterator[Matches]:
+        """The matches `run` gives with the same arguments, chunk by chunk and not in
+        output order, none kept: for a caller that reduces them as they come (only the
+        partial matches on the way count against the memory budget)."""
+        for F in self._emitted(starts, ends, released):
+            self.found += len(F)
+            yield self._materialize(F)
+
     def _emitted(self, starts, ends, released) -> Iterator[Frontier]:
         """The complete matches `run` reports, chunk by chunk (at most `max_matches` in
         all: the caller adds each chunk to `found` before asking for the next)."""
