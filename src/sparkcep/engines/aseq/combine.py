@@ -199,8 +199,11 @@ class Contributions:
         return Contributions(none, none, none, none, {c: Moments.empty() for c in channels})
 
     @staticmethod
-    def concat(parts: list[Contributions]) -> Contributions:
-        parts = [p for p in parts if len(p)] or parts[:1]
+    def concat(parts: list[Contributions], keep_empty: bool = False) -> Contributions:
+        """The bundles of all parts (`keep_empty`: every part's, even an empty one's,
+        so that their arrays' types are merged too)."""
+        if not keep_empty:
+            parts = [p for p in parts if len(p)] or parts[:1]
         if len(parts) == 1:
             return parts[0]
         return Contributions(

@@ -152,8 +152,8 @@ class EndTotals:
         self.window = window
         self.sources: list[NodeValues] = list(sources)
         self.extremes: set[NodeValues] = set(extremes)
-        self.by_end = _Totals(groups, self.sources)
-        self.by_start = _Totals(rows, self.sources)
+        self.by_end = PlaceTotals(groups, self.sources)
+        self.by_start = PlaceTotals(rows, self.sources)
         self.floats: set[NodeValues] = set()  # sources whose values are floats
         self.best: dict[NodeValues, Moments] = {}  # each START row's running extremes
         self.pairs: list[PieceOutput] = []  # float sums and extreme records
@@ -196,29 +196,24 @@ class EndTotals:
         self, rows: RootRows, stats: GroupStats, channels: dict[Channel, NodeValues]
     ) -> Contributions:
         """The query's contributions: one-sided by end and by start, then the pairs."""
-        e = np.flatnonzero(self.by_end.count != 0)
-        a = np.flatnonzero(self.by_start.count != 0)
         pairs = PieceOutput.concat(self.pairs, self.sources)
-        never_e, never_a = np.full(len(e), NEVER), np.full(len(a), NEVER)
-        moments = {}
-        for ch, source in channels.items():
-            moments[ch] = Moments.concat(
-                [
-                    self.by_end.moments(source, e, source in self.floats),
-                    self.by_start.moments(source, a, source in self.floats),
-                    pairs.moments[source],
-                ]
-            )
-        return Contributions(
-            concat_arrays([stats.segment[e], rows.segment[a], rows.segment[pairs.row]]),
-            concat_arrays([never_e, rows.start_ts[a], rows.start_ts[pairs.row]]),
-            concat_arrays([stats.ts[e], never_a, stats.ts[pairs.group]]),
-            concat_arrays([self.by_end.count[e], self.by_start.count[a], pairs.count]),
-            moments,
+        paired = Contributions(
+            rows.segment[pairs.row],
+            rows.start_ts[pairs.row],
+            stats.ts[pairs.group],
+            pairs.count,
+            {ch: pairs.moments[source] for ch, source in channels.items()},
         )
+        one_sided = self.by_end.one_sided(
+            self.by_start,
+            (stats.segment, stats.ts),
+            (rows.segment, rows.start_ts),
+            {ch: (source, source in self.floats) for ch, source in channels.items()},
+        )
+        return Contributions.concat([one_sided, paired], keep_empty=True)
 
 
-class _Totals:
+class PlaceTotals:
     """Counts, sums and non-null counts added up at n places (int64 while no place can
     have left it, Python integers beyond)."""
 
@@ -260,6 +255,24 @@ class _Totals:
         self.count = self.count.astype(object)
         self.sums = {s: v.astype(object) for s, v in self.sums.items()}
         self.nonnull = {s: v.astype(object) for s, v in self.nonnull.items()}
+
+    def one_sided(self, by_start: PlaceTotals, ends, starts, channels) -> Contributions:
+        """Contributions from these totals by end place and `by_start`'s by start place:
+        `ends` and `starts` give each place's (partition, time), `channels` each
+        channel's (key here, whether its values are floats: sums kept elsewhere)."""
+        e = np.flatnonzero(self.count != 0)
+        a = np.flatnonzero(by_start.count != 0)
+        moments = {
+            ch: Moments.concat([self.moments(key, e, floats), by_start.moments(key, a, floats)])
+            for ch, (key, floats) in channels.items()
+        }
+        return Contributions(
+            concat_arrays([ends[0][e], starts[0][a]]),
+            concat_arrays([np.full(len(e), NEVER), starts[1][a]]),
+            concat_arrays([ends[1][e], np.full(len(a), NEVER)]),
+            concat_arrays([self.count[e], by_start.count[a]]),
+            moments,
+        )
 
     def moments(self, source: NodeValues, at: np.ndarray, floats: bool) -> Moments:
         sums = np.zeros(len(at)) if floats else self.sums[source][at]
@@ -602,16 +615,21 @@ class PrefixCounters:
         window = self.forest.nodes[tree.root].window
         width = len(tree.nodes) * (1 + 4 * len(tree.sources))  # counters per row
         ts = self.stats.ts
+        # Only the groups holding some node's events change a counter: a row steps
+        # through those alone (`relevant`), from the first one after its base.
+        relevant = np.flatnonzero(self._holds_events(group_class, node_steps, nclasses))
+        at = np.searchsorted(relevant, rows.base, side="right")  # each row's next one
         active = np.arange(len(rows))
-        offset = 0
         while len(active):
-            offset += 1
-            groups = rows.base[active] + offset
+            alive = at[active] < len(relevant)
+            active = active[alive]
+            groups = relevant[at[active]]
             alive = groups < rows.segment_end[active]
             alive[alive] &= ts[groups[alive]] - rows.start_ts[active[alive]] < window
             active, groups = active[alive], groups[alive]
             if not len(active):
                 break
+            at[active] += 1
             self.peak_counters = max(self.peak_counters, len(active) * width)
             classes = group_class[groups]
             order = np.argsort(classes, kind="stable")
@@ -674,6 +692,14 @@ class PrefixCounters:
         # int16 where it fits: numpy sorts 16-bit integers by radix (a step sorts by class)
         dtype = np.int16 if len(held) < 2**15 else np.int64
         return group_class.ravel().astype(dtype), len(held)
+
+    @staticmethod
+    def _holds_events(group_class: np.ndarray, node_steps, nclasses: int) -> np.ndarray:
+        """Per group: does it hold an event of some node?"""
+        held = np.zeros(nclasses, dtype=bool)
+        for node in node_steps:
+            held[node.classes] = True
+        return held[group_class]
 
     def _gain(self, counts: Counts, node: NodeStep, row, group, guard: int):
         """The new matches of `node`'s prefix at `row` (its events in `group`), from its

@@ -1,8 +1,9 @@
 """The two-step method (the A-Seq paper's baseline): enumerate every match with the
-pattern matcher, then aggregate. Each match is one contribution for `combine`; the
-contributions are bundled by (partition, start, end) as the matches come, so that what is
-held follows the distinct (start, end) pairs, not the matches, and two-step finishes
-wherever its time allows."""
+pattern matcher, then aggregate. The matches are added up as they come, as `combine`
+reads them: by their end event and by their start event (one-sided bundles: COUNT, and
+SUM or AVG of integers), and per (start, end) event for what needs both (MIN, MAX, a float
+SUM). What is held follows the events, and the pairs for those, never the matches: the
+time two-step takes still follows the matches, one by one."""
 
 from __future__ import annotations
 
@@ -12,60 +13,86 @@ import numpy as np
 
 from sparkcep.budget import Budget
 from sparkcep.engines.aseq.combine import Contributions, Moments, channels_of, sum_by
-from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
+from sparkcep.engines.aseq.counters import PlaceTotals
+from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
 
-BUNDLE_AT = 1_000_000  # contributions held before they are bundled again
+BUNDLE_AT = 1_000_000  # (start, end) bundles held before they are merged again
 
 
 def enumerate_contributions(
     plan: Plan, table: EventTable, budget: Budget, stats: dict | None = None, **kwargs
 ) -> Contributions:
-    """The two-step method: every match, from nfa, is one contribution, bundled with the
-    others of its (partition, start, end) as they come. Every match is needed for the
-    aggregates: the budget bounds what is held, never a match count."""
+    """The two-step method: every match from nfa, added up as it comes. Every match is
+    needed for the aggregates: the budget bounds the partial matches, never a count."""
     matcher = PatternMatcher(plan, table, replace(budget, max_matches=None))
     channels = channels_of(plan)
-    parts: list[Contributions] = [Contributions.empty(channels)]
+    floats = {ch for ch in channels if table.columns[ch.attr].values.dtype.kind == "f"}
+    extremes = {
+        ch for ch in channels for item in plan.aggregate.items
+        if item.func in ("min", "max") and (item.var, item.attr) == (ch.var, ch.attr)
+    }  # fmt: skip
+    by_end, by_start = PlaceTotals(len(table), channels), PlaceTotals(len(table), channels)
+    pairs: list[Contributions] = []
     held = matches = 0
     for chunk in matcher.chunks(**kwargs):
-        parts.append(_contributions(plan, table, chunk))
-        held += len(chunk)
+        ones = np.ones(len(chunk), dtype=np.int64)
+        moments = {}
+        for ch in channels:
+            col = table.columns[ch.attr].take(chunk.positions[ch.var].astype(np.int64))
+            moments[ch] = Moments.of_values(col.values, col.nulls())
+        by_end.add_at(chunk.last, ones, moments, floats)
+        by_start.add_at(chunk.first, ones, moments, floats)
         matches += len(chunk)
-        if held > BUNDLE_AT:
-            parts = [bundled(Contributions.concat(parts))]
-            held = len(parts[0])
+        if floats or extremes:
+            pairs.append(_paired(chunk.first, chunk.last, moments, floats, extremes))
+            held += len(chunk)
+            if held > BUNDLE_AT:
+                pairs = [_bundled(Contributions.concat(pairs), len(table))]
+                held = len(pairs[0])
     if stats is not None:
         stats["partial_matches"] = stats.get("partial_matches", 0) + matcher.partial_matches
         stats["peak_partial"] = max(stats.get("peak_partial", 0), matcher.peak_frontier)
         stats["matches"] = stats.get("matches", 0) + matches
-    return bundled(Contributions.concat(parts))
-
-
-def _contributions(plan: Plan, table: EventTable, matches: Matches) -> Contributions:
-    ones = np.ones(len(matches), dtype=np.int64)
-    out = Contributions(
-        table.segment[matches.first], table.ts[matches.first], table.ts[matches.last], ones
+    places = (table.segment, table.ts)
+    one_sided = by_end.one_sided(
+        by_start, places, places, {ch: (ch, ch in floats) for ch in channels}
     )
-    for ch in channels_of(plan):
-        col = table.columns[ch.attr].take(matches.positions[ch.var].astype(np.int64))
-        out.moments[ch] = Moments.of_values(col.values, col.nulls())
-    return out
+    if not pairs:
+        return one_sided
+    paired = _bundled(Contributions.concat(pairs), len(table))
+    paired = Contributions(
+        table.segment[paired.segment], table.ts[paired.start], table.ts[paired.end],
+        paired.count, paired.moments,
+    )  # fmt: skip
+    return Contributions.concat([one_sided, paired], keep_empty=True)
 
 
-def bundled(c: Contributions) -> Contributions:
-    """One contribution per (partition, start, end): counts and sums added, the least
-    minimum and the greatest maximum."""
-    if len(c) < 2:
-        return c
-    keys = np.stack([c.segment, c.start, c.end], axis=1)
-    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+def _paired(first, last, moments: dict, floats: set, extremes: set) -> Contributions:
+    """Each match as a bundle of its start and end event (positions; `segment` holds the
+    start's position too) with what needs both: float sums, minima and maxima."""
+    n = len(first)
+    zeros = np.zeros(n, dtype=np.int64)
+    kept = {}
+    for ch, m in moments.items():
+        sums = m.sums if ch in floats else np.zeros(n, dtype=m.sums.dtype)
+        mins, maxs = (
+            (m.mins, m.maxs) if ch in extremes else (np.full(n, np.inf), np.full(n, -np.inf))
+        )
+        kept[ch] = Moments(sums, zeros, mins, maxs)
+    return Contributions(first, first, last, zeros, kept)
+
+
+def _bundled(c: Contributions, n: int) -> Contributions:
+    """One bundle per (start event, end event): sums added, the least minimum and the
+    greatest maximum."""
+    key = c.start.astype(np.int64) * n + c.end
+    unique, inverse = np.unique(key, return_inverse=True)
     if len(unique) == len(c):
         return c
     inverse = inverse.ravel()
     k = len(unique)
     moments = {ch: m.bundled(inverse, k) for ch, m in c.moments.items()}
-    return Contributions(
-        unique[:, 0], unique[:, 1], unique[:, 2], sum_by(inverse, c.count, k), moments
-    )
+    first = unique // n
+    return Contributions(first, first, unique % n, sum_by(inverse, c.count, k), moments)
