@@ -411,6 +411,7 @@ class PrefixCounters:
         self.rows: dict[int, RootRows] = {}  # root -> its START rows
         self.final: dict[int, CarryRows] = {}  # counters after this table, per root
         self.peak_counters = 0  # most counters alive at once (the paper's memory measure)
+        self.updates = 0  # (START row, group holding some node's events) pairs stepped
         children: dict[int, list[int]] = {}
         for i, node in enumerate(forest.nodes):
             children.setdefault(node.parent, []).append(i)
@@ -631,6 +632,7 @@ class PrefixCounters:
                 break
             at[active] += 1
             self.peak_counters = max(self.peak_counters, len(active) * width)
+            self.updates += len(active)
             classes = group_class[groups]
             order = np.argsort(classes, kind="stable")
             bounds = np.concatenate(([0], np.cumsum(np.bincount(classes, minlength=nclasses))))

@@ -47,9 +47,12 @@ NEW = "__new"
 
 
 def _new_stats() -> dict:
-    """What a run measured: the most prefix counters alive at once (A-Seq), the partial
-    matches built and the most alive at once (enumeration), and the matches aggregated."""
-    return {"peak_counters": 0, "partial_matches": 0, "peak_partial": 0, "matches": 0}
+    """What a run measured: the most prefix counters alive at once and the (START, event)
+    updates (A-Seq), the partial matches built and the most alive at once (enumeration),
+    and the matches aggregated."""
+    return {
+        "peak_counters": 0, "updates": 0, "partial_matches": 0, "peak_partial": 0, "matches": 0
+    }  # fmt: skip
 
 
 @state_class
@@ -238,6 +241,7 @@ class AggregateProgram(Program):
         state.stats["peak_counters"] = max(
             state.stats.get("peak_counters", 0), counters.peak_counters
         )
+        state.stats["updates"] = state.stats.get("updates", 0) + counters.updates
         outs = []
         for index, (qp, i) in enumerate(zip(forest.queries, self.counter_plans)):
             end = qp.pieces[-1].nodes[-1]
