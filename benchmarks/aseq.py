@@ -14,7 +14,7 @@ counts. Then the ratio where two-step does finish: on prefixes of growing size, 
 stops. Sharing: unshared, prefix trees and chop-connect on query workloads. Writes
 benchmarks/results/aseq.md, aseq.csv, aseq.png and aseq_sizes.png.
 
-    python -m benchmarks.aseq [--quick]
+    python -m benchmarks.aseq [--quick] [--cap S] [--size-cap S]
 """
 
 from __future__ import annotations
@@ -149,6 +149,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--cap", type=float, default=60.0, help="two-step time cap, seconds")
     parser.add_argument("--rewrite", action="store_true", help="only redo the table from aseq.csv")
+    parser.add_argument(
+        "--size-cap", type=float, default=20.0, help="two-step time cap in the size experiment"
+    )
     args = parser.parse_args()
     if args.rewrite:
         write(_read_csv(), args.cap)
@@ -159,7 +162,7 @@ def main() -> None:
     )
     single_query(bench, cap, args.quick)
     sharing(bench, args.quick)
-    by_size(bench, min(cap, 5.0 if args.quick else 20.0))
+    by_size(bench, 5.0 if args.quick else args.size_cap)
     write(bench.rows, cap)
 
 
@@ -193,6 +196,7 @@ class Bench:
         }  # fmt: skip
         if cap is not None:  # peak memory: each algorithm alone in a child process
             row["aseq_peak_mb"] = capped(frame, queries, "aseq", 600, batch=batch)[1].get("peak_mb")
+            row["cap_s"] = cap
             t_sec, t_stats = capped(frame, queries, "twostep", cap, batch=batch)
             row["twostep_peak_mb"] = t_stats.get("peak_mb")
             if t_sec and len(queries) == 1 and t_stats["answer"] != answer(a_rows):
@@ -249,10 +253,14 @@ def sharing(bench: Bench, quick: bool) -> None:
         ]
         bench.record("chop-connect (k queries)", "stocks-replay", k, tail_queries,
                      sharing_modes=modes)  # fmt: skip
-    for length in (2, 6) if not quick else (2, 4):
+    for length in (2, 3, 4, 5, 6) if not quick else (2, 4):
+        prefix_queries = [seq([*types[:length], types[length + i]], 1000) for i in range(3)]
+        bench.record("prefix length (3 queries)", "stocks-replay", length, prefix_queries,
+                     sharing_modes=modes)  # fmt: skip
+    for length in (2, 4, 6) if not quick else (2, 4):
         shared = types[:length]
-        queries = [seq(shared, 1000)] + [seq([types[6 + i], *shared], 1000) for i in range(3)]
-        bench.record("shared length (4 queries)", "stocks-replay", length, queries,
+        queries = [seq(shared, 1000)] + [seq([types[7 + i], *shared], 1000) for i in range(2)]
+        bench.record("shared length (3 queries)", "stocks-replay", length, queries,
                      sharing_modes=modes)  # fmt: skip
 
 
@@ -379,8 +387,8 @@ def _main_table(rows: list[dict], cap: float) -> list[str]:
         " live STARTs and the share of events whose type is in the pattern, ns/update"
         " should not follow the pattern length.",
         "",
-        "| experiment | stream | param | matches | A-Seq s | A-Seq µs/event | A-Seq ns/update | A-Seq peak counters | A-Seq peak MB | two-step s | two-step peak MB | two-step partial matches | speed-up |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| experiment | stream | param | matches | A-Seq s | A-Seq µs/event | A-Seq ns/update | A-Seq peak counters | A-Seq peak MB | two-step s | two-step peak MB | two-step partial matches | speed-up | the paper |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]  # fmt: skip
     # Two-step's throughput where it finished, to estimate the others.
     rates: dict[str, list[float]] = {}
@@ -408,13 +416,28 @@ def _main_table(rows: list[dict], cap: float) -> list[str]:
             f"| {r['experiment']} | {r['stream']} | {r['param']} | {int(r['matches']):,} | {r['aseq_s']:.3f} | "
             f"{r['aseq_us_per_event']:.2f} | {r.get('aseq_ns_per_update', float('nan')):.0f} | "
             f"{r['aseq_peak_counters']:,} | {_mb(r, 'aseq')} | "
-            f"{two} | {_mb(r, 'twostep')} | {'' if partial is None else f'{partial:,}'} | {speed} |"
+            f"{two} | {_mb(r, 'twostep')} | {'' if partial is None else f'{partial:,}'} | {speed} | "
+            f"{PAPER.get(r['experiment'], '') if r['stream'] == 'stocks-replay' else ''} |"
         )
     return lines
 
 
 def _batches() -> str:
     return "the whole prefix as one batch" if BATCH is None else f"{BATCH:,} events at a time"
+
+
+# The paper's figure for each experiment (aseq-online-aggregation.md §6), and its number.
+PAPER = {
+    "length (w=1000)": "Fig. 12(a): A-Seq flat in the length; 16,736× two-step at length 5",
+    "window (length 3)": "Fig. 13(a): both grow with w, two-step far faster",
+    "length, A-Seq only (w=2000)": "Fig. 14(a): no degradation; 21.9 µs/event at length 10",
+    "negation off (A,B,D)": "Fig. 14(b): the reference for the negated query",
+    "negation on (A,B,!C,D)": "Fig. 14(b): A-Seq almost no overhead from the negation",
+    "prefix sharing (k queries)": "Fig. 16(a): prefix sharing about 2× unshared, k = 2..6",
+    "prefix length (3 queries)": "Fig. 16(b): 3× unshared at a prefix of 2, about 5× at 6",
+    "chop-connect (k queries)": "Fig. 16(d): chop-connect about 2× unshared, k = 2..6",
+    "shared length (3 queries)": "Fig. 16(c): chop-connect 1.3× at a shared length of 2, 2.6× at 6",
+}
 
 
 def _mb(row: dict, algorithm: str) -> str:
@@ -428,14 +451,15 @@ def _sharing_table(rows: list[dict]) -> list[str]:
              f"Measured in turn in one process (unshared, prefix, chop; {SHARING_ROUNDS} rounds,"
              " the best of each); speed-up = the other's seconds / this one's (above 1:"
              " faster). Every sharing gives the same rows (tests/test_aseq.py).", "",
-             "| experiment | param | unshared s | prefix s | chop s | prefix vs unshared | chop vs unshared | chop vs prefix |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| experiment | param | unshared s | prefix s | chop s | prefix vs unshared | chop vs unshared | chop vs prefix | the paper |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for r in rows:
         if "prefix_s" in r:
             lines.append(
                 f"| {r['experiment']} | {r['param']} | {r['aseq_s']:.3f} | {r['prefix_s']:.3f} | "
                 f"{r['chop_s']:.3f} | {r['aseq_s'] / r['prefix_s']:.2f}× | "
-                f"{r['aseq_s'] / r['chop_s']:.2f}× | {r['prefix_s'] / r['chop_s']:.2f}× |"
+                f"{r['aseq_s'] / r['chop_s']:.2f}× | {r['prefix_s'] / r['chop_s']:.2f}× | "
+                f"{PAPER.get(r['experiment'], '')} |"
             )
     return lines
 
@@ -444,9 +468,10 @@ def _size_table(rows: list[dict]) -> list[str]:
     if not rows:
         return []
     lines = ["", "## Where two-step finishes: the ratio by stream size (w=1000)", "",
-             f"Prefixes of each stream, doubled until two-step stops (time cap, or a batch of"
+             f"Prefixes of each stream, doubled until two-step stops (a time cap of"
+             f" {rows[0].get('cap_s', 0):.0f} s, or a batch"
              " with more partial matches than its memory budget). Both are fed the same"
-             f" batches: {_batches()} (two-step holds its matches bundled by start and end;"
+             f" batches: {_batches()} (two-step adds its matches up as they come, by end and by start event;"
              " A-Seq the counters of the STARTs in the window);"
              " both give the same rows (checked). Two-step's time follows the matches"
              " (its throughput, matches/s, stays in a narrow band across sizes), A-Seq's the"
