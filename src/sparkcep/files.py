@@ -461,10 +461,12 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
         else:
             Path(path).write_bytes(data)
     elif fmt == "csv":
-        out = frame.copy()
-        for col in out.columns:
-            if out[col].map(lambda v: isinstance(v, list)).any():
-                out[col] = out[col].map(
+        out = frame
+        for col in frame.columns:  # lists (only in object columns) as JSON text
+            if frame[col].dtype == object and frame[col].map(lambda v: isinstance(v, list)).any():
+                if out is frame:
+                    out = frame.copy(deep=False)
+                out[col] = frame[col].map(
                     lambda v: pd.io.json.ujson_dumps(v) if isinstance(v, list) else v
                 )
         out.to_csv(path, index=False, compression=compression)

@@ -215,7 +215,12 @@ class Program(ABC):
     def in_order(self, events: pd.DataFrame) -> pd.DataFrame:
         """`events` sorted into processing order (for callers that hold unsorted rows)."""
         cols = [c for c in self.sort_columns(self.segments_of(events)) if c in events.columns]
-        return events.iloc[processing_order(events, cols)].reset_index(drop=True)
+        order = processing_order(events, cols)
+        if len(order) and (order[0] == 0) and (np.diff(order) == 1).all():
+            shallow = events.copy(deep=False)  # in order already: no copy of every cell
+            shallow.index = pd.RangeIndex(len(events))
+            return shallow
+        return events.iloc[order].reset_index(drop=True)
 
     def mask(self, events: pd.DataFrame) -> np.ndarray:
         """The shared component bitmask: computed upstream (MASK) or here."""

@@ -173,8 +173,11 @@ def _seen(program: Program, valid: pd.DataFrame) -> pd.DataFrame:
     `_laid_out`): with their component bitmask (MASK, computed once), and without the
     rows no component can take unless the program sees every event."""
     mask = program.mask(valid)
-    events = valid.assign(**{MASK: mask})
-    return events if program.keep_unmatched else events[mask != 0]
+    events = valid.copy(deep=False)  # a new column on the same cells (assign copies them)
+    events[MASK] = mask
+    if program.keep_unmatched or (mask != 0).all():
+        return events
+    return events[mask != 0]
 
 
 def time_warnings(options: Options, frames: list[pd.DataFrame]) -> list[str]:
