@@ -80,7 +80,7 @@ def split_valid(
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in frame.columns and col != ORDER_COL:
             raise DataError(missing_column(role, col, frame.columns))
-    frame = frame.copy()
+    frame = frame.copy(deep=False)  # new columns only: the caller's frame stays as it was
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
     if time_col == ORDER_COL:
         frame[ORDER_COL] = frame[ROW]

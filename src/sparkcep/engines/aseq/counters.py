@@ -210,6 +210,8 @@ class EndTotals:
             (rows.segment, rows.start_ts),
             {ch: (source, source in self.floats) for ch, source in channels.items()},
         )
+        if not len(paired):
+            return one_sided
         return Contributions.concat([one_sided, paired], keep_empty=True)
 
 
