@@ -556,3 +556,18 @@ def test_a_stream_keeps_only_the_starts_alive_in_its_window():
     streamed = sort_rows(pd.concat(parts, ignore_index=True), program.order)
     assert len(cuts) >= 25 and len(whole) > 100, (len(cuts), len(whole))
     pd.testing.assert_frame_equal(streamed, whole, check_dtype=False)
+
+
+def test_explain_shows_what_queries_run_together_share():
+    from sparkcep import explain
+
+    text = (
+        "QUERY de: PATTERN SEQ(D d, E e) AGG COUNT WITHIN 9;"
+        "QUERY ade: PATTERN SEQ(A a, D d, E e) AGG COUNT WITHIN 9;"
+        "QUERY dx: PATTERN SEQ(D d, X x) AGG COUNT WITHIN 9;"
+    )
+    prefix = explain(text)
+    assert "together   de, ade, dx" in prefix
+    assert "(D E)" in prefix and "(A D E)" in prefix and "(D X)" in prefix
+    chopped = explain(text, sharing="chop")
+    assert "(A) + (D E)" in chopped and "slower than counting each query whole" in chopped

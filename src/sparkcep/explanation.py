@@ -29,7 +29,20 @@ def explain_queries(queries, schema=None, options: Options | None = None, events
     for plan, name in zip(plans, names):
         text = explain_plan(plan, events)
         blocks.append(f"query      {name}\n{text}" if name else text)
+    if len(plans) > 1:
+        blocks += _shared(plans, names, options)
     return "\n\n".join(blocks)
+
+
+def _shared(plans: list[Plan], names, options: Options) -> list[str]:
+    """What queries run together share (A-Seq's prefix trees, chop-connect's pieces)."""
+    blocks = []
+    for program in compile_jobs(plans, names, options):
+        sharing = [line for line in program.describe() if line[0] == "sharing"]
+        if sharing and program.names:
+            together = ("together", ", ".join(str(n) for n in program.names))
+            blocks.append(_layout([together, *sharing]))
+    return blocks
 
 
 def explain_plan(plan: Plan, events=None) -> str:

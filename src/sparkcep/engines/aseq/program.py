@@ -182,6 +182,12 @@ class AggregateProgram(Program):
             lines.append(("rows", EMIT_WORDS[plan.aggregate.emit]))
         if self.forest is not None and len(self.plans) > 1:
             lines += [("sharing", text) for text in self.forest.describe()]
+        if self.chopped:
+            lines.append((
+                "sharing",
+                "chop-connect joins the pieces' matches per (START, end) pair: it measured "
+                "slower than counting each query whole (docs/aggregation.md)",
+            ))  # fmt: skip
         return lines
 
     # ---- running
