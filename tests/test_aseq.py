@@ -479,7 +479,12 @@ def test_chop_connect_counts_beyond_64_bits_stay_exact():
 
 @pytest.mark.parametrize(
     "aggregates",
-    ["COUNT", "COUNT, SUM(b.v) AS s, AVG(a.v) AS av", "MIN(a.v) AS lo, MAX(c.v) AS hi"],
+    [
+        "COUNT",
+        "COUNT, SUM(b.v) AS s, AVG(a.v) AS av",
+        "SUM(b.f) AS s, AVG(a.f) AS av",
+        "MIN(a.v) AS lo, MAX(c.v) AS hi",
+    ],
 )
 def test_the_counters_hold_no_structure_that_follows_the_matches(aggregates):
     """A dense stream (3,000 events, window 600): a length-3 pattern has about 1.8 x 10^7
@@ -498,12 +503,12 @@ def test_the_counters_hold_no_structure_that_follows_the_matches(aggregates):
     types = rng.choice(list("ABC"), n)
     events = pd.DataFrame(
         {"type": types, "ts": np.arange(n), "v": rng.permutation(n), "id": np.arange(n)}
-    )  # integer values: their sums are totals too
+    ).assign(f=lambda df: df["v"] / 7)  # floats: their sums exact, a few floats per total
     query = f"PATTERN SEQ(A a, B b, C c) AGG {aggregates} WITHIN {window}"
     program = compile_one(query, events, Options())
     table = build_table(
         events, mask=program.mask(events), segment_cols=[], time_col="ts", tiebreak=None,
-        attributes=["v"],
+        attributes=["v", "f"],
     )  # fmt: skip
     counters = PrefixCounters(program.forest, table)
     contributions = piece_contributions(counters, program.forest.queries[0], 0)
@@ -515,6 +520,8 @@ def test_the_counters_hold_no_structure_that_follows_the_matches(aggregates):
     assert contributions.matches() > 10**7 and pairs > 10**5
     if "MIN" in aggregates:
         assert len(contributions) < pairs / 10
+    elif ".f" in aggregates:  # each total as a few floats, per channel
+        assert len(contributions) <= 2 * n * (1 + 3 * 2) and len(contributions) < pairs / 10
     else:
         assert len(contributions) <= 2 * n
 

@@ -8,7 +8,7 @@ Every algorithm reduces the matches to *contributions*: bundles of matches that 
 start time and an end time, with their count and, per aggregate, the sum, the number of
 non-null values, the minimum and the maximum of the aggregated attribute. A-Seq's prefix
 counters give one-sided bundles (the matches ending at a group, and those from a START
-row: see `Contributions`), plus MIN/MAX records and float sums per (start, end); the
+row: see `Contributions`; an exact float sum as a few of them), plus MIN/MAX records; the
 two-step method (enumerate with nfa, then aggregate) gives one per match. `combine`
 turns contributions into the rows of every trigger:
 
@@ -385,6 +385,64 @@ def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
         out = np.where(neg, -np.inf, out)
         out = np.where(pos & neg, np.nan, out)
     return out
+
+
+class ExactSums:
+    """Exact sums of finite floats at n places: every finite float is an integer times a
+    power of two, so each place holds a Python integer, the sum in units of 2**low.
+
+    `terms` gives each sum back as a few floats whose exact total it is (the first is
+    the sum rounded), for `combine`, which adds floats exactly.
+
+    >>> sums = ExactSums(2)
+    >>> sums.add_at(np.array([0, 0, 0, 1]), np.array([1e16, 1.0, -1e16, 0.1]))
+    >>> sums.terms(np.array([0, 1]))
+    (array([0, 1]), array([1. , 0.1]))
+    >>> sums.add_at(np.array([1]), np.array([2.0**-60]))
+    >>> place, terms = sums.terms(np.array([1]))
+    >>> terms.tolist() == [0.1, 2.0**-60] or terms.tolist()
+    True
+    """
+
+    def __init__(self, n: int):
+        self.ints = np.zeros(n, dtype=object)
+        self.low: int | None = None
+
+    def add_at(self, place: np.ndarray, values: np.ndarray) -> None:
+        some = values != 0
+        if not some.any():
+            return
+        place, values = place[some], values[some]
+        mantissa, exponent = np.frexp(values)
+        ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
+        exps = exponent.astype(np.int64) - 53
+        low = int(exps.min())
+        if self.low is None:
+            self.low = low
+        elif low < self.low:  # finer units: every sum so far in them
+            self.ints = self.ints * (1 << (self.low - low))
+            self.low = low
+        scaled = np.empty(len(ints), dtype=object)
+        scaled[:] = [m << e for m, e in zip(ints.tolist(), (exps - self.low).tolist())]
+        np.add.at(self.ints, place, scaled)
+
+    def terms(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(places, floats): for each place of `at` with a sum, the floats that add up to
+        it exactly (the first is the sum rounded; more follow where it lost bits)."""
+        places, terms = [], []
+        low = self.low or 0
+        for place, total in zip(at.tolist(), self.ints[at].tolist()):
+            while total:
+                f = _to_float(total, low)
+                places.append(place)
+                terms.append(f)
+                if not math.isfinite(f):
+                    break  # beyond floats: the sum is infinite
+                m, e = math.frexp(f)
+                shift = e - 53 - low
+                exact = int(m * 2**53)
+                total -= exact << shift if shift >= 0 else exact >> -shift
+        return np.array(places, dtype=np.int64), np.array(terms, dtype=np.float64)
 
 
 def _to_float(total: int, low: int) -> float:

@@ -12,6 +12,7 @@ from sparkcep.engines.aseq.combine import (
     NEVER,
     Channel,
     Contributions,
+    ExactSums,
     Moments,
     concat_arrays,
     window_of,
@@ -141,11 +142,12 @@ class EndTotals:
     memory that follows the events, not the matches: the new matches of each step added
     up by end group (they count from their end on) and by START row (they are taken off
     when the START leaves the window), with the sums and non-null counts of the values.
+    Float sums are added up exactly (`ExactSums`): added up in floating point across
+    STARTs, values from before a window would leak into it through rounding.
 
-    Two things need a match's start and end together, and are kept per (START row, end
-    group) instead: a float sum (added up across STARTs, values from before a window
-    would leak into it through rounding; combine adds these exactly), and MIN/MAX, kept
-    only where a START row's running minimum or maximum changes (its *records*)."""
+    MIN/MAX need a match's start and end together, and are kept per (START row, end
+    group), only where a START row's running minimum or maximum changes (its
+    *records*); so are infinite float sums."""
 
     def __init__(self, node: int, window: int, rows: int, groups: int, sources, extremes):
         self.node = node
@@ -160,6 +162,9 @@ class EndTotals:
 
     def start(self, floats: set[NodeValues], best: dict[NodeValues, Moments]) -> None:
         self.floats = floats & set(self.sources)
+        groups, rows = len(self.by_end.count), len(self.by_start.count)
+        self.exact_end = {s: ExactSums(groups) for s in self.floats}
+        self.exact_start = {s: ExactSums(rows) for s in self.floats}
         self.best = {s: best[s] for s in self.sources if s in self.extremes}
 
     def add(self, row: np.ndarray, group: np.ndarray, count: np.ndarray, moments) -> None:
@@ -167,12 +172,15 @@ class EndTotals:
         `moments` (source -> Moments) of their values."""
         self.by_end.add_at(group, count, moments, self.floats)
         self.by_start.add_at(row, count, moments, self.floats)
-        pairs = {}
         for source in self.floats:
-            m = moments[source]
-            pairs[source] = Moments(m.sums, np.zeros(len(row), np.int64), *_no_extremes(len(row)))
-        if pairs:
-            self._pair(row, group, pairs, np.ones(len(row), dtype=bool))
+            sums = moments[source].sums
+            finite = np.isfinite(sums)
+            self.exact_end[source].add_at(group[finite], sums[finite])
+            self.exact_start[source].add_at(row[finite], sums[finite])
+            if not finite.all():  # infinities and nan: combine counts them apart
+                nothing = np.zeros(len(row), np.int64)
+                infinite = {source: Moments(sums, nothing, *_no_extremes(len(row)))}
+                self._pair(row, group, infinite, ~finite)
         for source, best in self.best.items():
             m = moments[source]
             lower = m.mins < best.mins[row]
@@ -210,9 +218,35 @@ class EndTotals:
             (rows.segment, rows.start_ts),
             {ch: (source, source in self.floats) for ch, source in channels.items()},
         )
-        if not len(paired):
-            return one_sided
-        return Contributions.concat([one_sided, paired], keep_empty=True)
+        parts = [one_sided, *self._float_terms(rows, stats, channels), paired]
+        parts = [one_sided] + [part for part in parts[1:] if len(part)]
+        return parts[0] if len(parts) == 1 else Contributions.concat(parts, keep_empty=True)
+
+    def _float_terms(self, rows: RootRows, stats: GroupStats, channels) -> list[Contributions]:
+        """The exact float sums as one-sided bundles: a few per place whose floats add up
+        to the sum exactly (combine adds floats exactly, so the window's total is the
+        correctly rounded sum of its matches' values)."""
+        out = []
+        for ch, source in channels.items():
+            if source not in self.floats:
+                continue
+            for sums, segment, times, by_end in (
+                (self.exact_end[source], stats.segment, stats.ts, True),
+                (self.exact_start[source], rows.segment, rows.start_ts, False),
+            ):
+                place, terms = sums.terms(np.flatnonzero(sums.ints != 0))
+                n = len(place)
+                never = np.full(n, NEVER)
+                zeros = np.zeros(n, dtype=np.int64)
+                moments = {}
+                for other, other_source in channels.items():
+                    values = terms if other == ch else np.zeros(n)
+                    if other != ch and other_source not in self.floats:
+                        values = zeros  # an integer channel keeps integer sums
+                    moments[other] = Moments(values, zeros, *_no_extremes(n))
+                start, end = (never, times[place]) if by_end else (times[place], never)
+                out.append(Contributions(segment[place], start, end, zeros, moments))
+        return out
 
 
 class PlaceTotals:
