@@ -578,3 +578,18 @@ def test_explain_shows_what_queries_run_together_share():
     assert "(D E)" in prefix and "(A D E)" in prefix and "(D X)" in prefix
     chopped = explain(text, sharing="chop")
     assert "(A) + (D E)" in chopped and "slower than counting each query whole" in chopped
+
+
+def test_infinite_values_give_infinite_sums_beside_exact_finite_ones():
+    events = pd.DataFrame(
+        {"type": list("ABABAB"), "ts": range(6), "v": [1.0, math.inf, 2.5, 3.0, -math.inf, 1.0]}
+    )
+    query = "PATTERN SEQ(A a, B b) AGG COUNT, SUM(a.v) AS sa, SUM(b.v) AS sb WITHIN 3"
+    for algorithm in ("aseq", "twostep"):
+        got = aggregate_local(events, query, algorithm=algorithm)
+        # (a0, b1) at 1; (a2, b3) at 3, a0 out of the window; (a4, b5) at 5
+        assert got[["ts", "count", "sa", "sb"]].values.tolist() == [
+            [1, 1, 1.0, math.inf],
+            [3, 1, 2.5, 3.0],
+            [5, 1, -math.inf, 1.0],
+        ], algorithm

@@ -223,30 +223,33 @@ class EndTotals:
         return parts[0] if len(parts) == 1 else Contributions.concat(parts, keep_empty=True)
 
     def _float_terms(self, rows: RootRows, stats: GroupStats, channels) -> list[Contributions]:
-        """The exact float sums as one-sided bundles: a few per place whose floats add up
-        to the sum exactly (combine adds floats exactly, so the window's total is the
-        correctly rounded sum of its matches' values)."""
+        """The exact float sums as one-sided bundles (`float_terms`)."""
+        floats = {ch: source in self.floats for ch, source in channels.items()}
         out = []
         for ch, source in channels.items():
-            if source not in self.floats:
-                continue
-            for sums, segment, times, by_end in (
-                (self.exact_end[source], stats.segment, stats.ts, True),
-                (self.exact_start[source], rows.segment, rows.start_ts, False),
-            ):
-                place, terms = sums.terms(np.flatnonzero(sums.ints != 0))
-                n = len(place)
-                never = np.full(n, NEVER)
-                zeros = np.zeros(n, dtype=np.int64)
-                moments = {}
-                for other, other_source in channels.items():
-                    values = terms if other == ch else np.zeros(n)
-                    if other != ch and other_source not in self.floats:
-                        values = zeros  # an integer channel keeps integer sums
-                    moments[other] = Moments(values, zeros, *_no_extremes(n))
-                start, end = (never, times[place]) if by_end else (times[place], never)
-                out.append(Contributions(segment[place], start, end, zeros, moments))
+            if source in self.floats:
+                ends, starts = self.exact_end[source], self.exact_start[source]
+                out.append(float_terms(ends, (stats.segment, stats.ts), True, ch, floats))
+                out.append(float_terms(starts, (rows.segment, rows.start_ts), False, ch, floats))
         return out
+
+
+def float_terms(sums: ExactSums, places, by_end: bool, channel: Channel, floats) -> Contributions:
+    """Exact float sums of `channel` at places ((partition, time) of each) as one-sided
+    bundles, by end or by start: a few per place whose floats add up to the sum exactly
+    (combine adds floats exactly, so a window's total is the correctly rounded sum of its
+    matches' values). `floats`: which channels have float sums (the others integer)."""
+    place, terms = sums.terms(np.flatnonzero(sums.ints != 0))
+    n = len(place)
+    never = np.full(n, NEVER)
+    zeros = np.zeros(n, dtype=np.int64)
+    moments = {}
+    for other, is_float in floats.items():
+        values = terms if other == channel else (np.zeros(n) if is_float else zeros)
+        moments[other] = Moments(values, zeros, *_no_extremes(n))
+    segment, times = places[0][place], places[1][place]
+    start, end = (never, times) if by_end else (times, never)
+    return Contributions(segment, start, end, zeros, moments)
 
 
 class PlaceTotals:

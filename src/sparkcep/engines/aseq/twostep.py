@@ -1,9 +1,9 @@
 """The two-step method (the A-Seq paper's baseline): enumerate every match with the
 pattern matcher, then aggregate. The matches are added up as they come, as `combine`
-reads them: by their end event and by their start event (one-sided bundles: COUNT, and
-SUM or AVG of integers), and per (start, end) event for what needs both (MIN, MAX, a float
-SUM). What is held follows the events, and the pairs for those, never the matches: the
-time two-step takes still follows the matches, one by one."""
+reads them: by their end event and by their start event (one-sided bundles; float sums
+exactly), and per (start, end) event for what needs both (MIN, MAX). What is held
+follows the events, and the pairs for those, never the matches: the time two-step takes
+still follows the matches, one by one."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ from dataclasses import replace
 import numpy as np
 
 from sparkcep.budget import Budget
-from sparkcep.engines.aseq.combine import Contributions, Moments, channels_of, sum_by
-from sparkcep.engines.aseq.counters import PlaceTotals
+from sparkcep.engines.aseq.combine import (
+    Contributions,
+    ExactSums,
+    Moments,
+    channels_of,
+    sum_by,
+)
+from sparkcep.engines.aseq.counters import PlaceTotals, float_terms
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
@@ -34,6 +40,7 @@ def enumerate_contributions(
         if item.func in ("min", "max") and (item.var, item.attr) == (ch.var, ch.attr)
     }  # fmt: skip
     by_end, by_start = PlaceTotals(len(table), channels), PlaceTotals(len(table), channels)
+    exact = {ch: (ExactSums(len(table)), ExactSums(len(table))) for ch in floats}
     pairs: list[Contributions] = []
     held = matches = 0
     for chunk in matcher.chunks(**kwargs):
@@ -44,9 +51,17 @@ def enumerate_contributions(
             moments[ch] = Moments.of_values(col.values, col.nulls())
         by_end.add_at(chunk.last, ones, moments, floats)
         by_start.add_at(chunk.first, ones, moments, floats)
+        infinite = set()
+        for ch, (ends, starts) in exact.items():
+            sums = moments[ch].sums
+            finite = np.isfinite(sums)
+            ends.add_at(chunk.last[finite], sums[finite])
+            starts.add_at(chunk.first[finite], sums[finite])
+            if not finite.all():
+                infinite.add(ch)
         matches += len(chunk)
-        if floats or extremes:
-            pairs.append(_paired(chunk.first, chunk.last, moments, floats, extremes))
+        if infinite or extremes:  # infinite sums: combine counts them apart
+            pairs.append(_paired(chunk.first, chunk.last, moments, infinite, extremes))
             held += len(chunk)
             if held > BUNDLE_AT:
                 pairs = [_bundled(Contributions.concat(pairs), len(table))]
@@ -56,9 +71,14 @@ def enumerate_contributions(
         stats["peak_partial"] = max(stats.get("peak_partial", 0), matcher.peak_frontier)
         stats["matches"] = stats.get("matches", 0) + matches
     places = (table.segment, table.ts)
-    one_sided = by_end.one_sided(
-        by_start, places, places, {ch: (ch, ch in floats) for ch in channels}
-    )
+    kinds = {ch: ch in floats for ch in channels}
+    one_sided = by_end.one_sided(by_start, places, places, {ch: (ch, kinds[ch]) for ch in channels})
+    terms = [
+        float_terms(sums, places, ending, ch, kinds)
+        for ch, both in exact.items()
+        for sums, ending in zip(both, (True, False))
+    ]
+    one_sided = Contributions.concat([one_sided, *terms], keep_empty=True) if terms else one_sided
     if not pairs:
         return one_sided
     paired = _bundled(Contributions.concat(pairs), len(table))
@@ -71,12 +91,13 @@ def enumerate_contributions(
 
 def _paired(first, last, moments: dict, floats: set, extremes: set) -> Contributions:
     """Each match as a bundle of its start and end event (positions; `segment` holds the
-    start's position too) with what needs both: float sums, minima and maxima."""
+    start's position too) with what needs both: minima and maxima (and the sums of
+    `floats`, where some are infinite)."""
     n = len(first)
     zeros = np.zeros(n, dtype=np.int64)
     kept = {}
     for ch, m in moments.items():
-        sums = m.sums if ch in floats else np.zeros(n, dtype=m.sums.dtype)
+        sums = np.where(np.isfinite(m.sums), 0.0, m.sums) if ch in floats else np.zeros_like(m.sums)
         mins, maxs = (
             (m.mins, m.maxs) if ch in extremes else (np.full(n, np.inf), np.full(n, -np.inf))
         )
