@@ -348,16 +348,16 @@ class AggregateProgram(Program):
         )
         triggers = Triggers(pos, table.ts[pos], trigger_group)
         values, ended = combine(plan, contribs, triggers, contribution_group)
-        rows = table.row[pos]
+        order = np.lexsort((pos, table.ts[pos], trigger_group))
+        if plan.aggregate.emit == "match":  # only where the trigger's instant ends matches
+            order = order[(ended > 0)[order]]
+        rows = table.row[pos[order]]  # each column taken in output order once
         out = {"ts": batch.frame[self.options.time_col].to_numpy()[rows]}
         for g in self.group_by:
             out[g] = batch.frame[g].to_numpy()[rows]
         for item in plan.aggregate.items:
-            out[item.name] = _typed(values.get(item.name, np.zeros(0)), item)
-        order = np.lexsort((pos, table.ts[pos], trigger_group))
-        if plan.aggregate.emit == "match":  # only where the trigger's instant ends matches
-            order = order[(ended > 0)[order]]
-        return pd.DataFrame(out).iloc[order].reset_index(drop=True)
+            out[item.name] = _typed(values.get(item.name, np.zeros(0))[order], item)
+        return pd.DataFrame(out)
 
     def _query_rows(self, outs: list[tuple[int, pd.DataFrame]], frame) -> pd.DataFrame:
         frames = []
