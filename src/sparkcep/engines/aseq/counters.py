@@ -74,9 +74,12 @@ def group_stats(table: EventTable, bits: set[int], columns: set[tuple[int, str]]
         group_of = np.cumsum(change) - 1  # the group of each event
     ngroups = len(starts)
     segment_first = group_of[segment_firsts(table)]
-    segment_end = np.repeat(
-        np.r_[segment_first[1:], ngroups], np.diff(np.r_[segment_first, ngroups])
-    )
+    if len(segment_first) == 1:  # one partition: the same end for every group, no copy
+        segment_end = np.broadcast_to(np.int64(ngroups), (ngroups,))
+    else:
+        segment_end = np.repeat(
+            np.r_[segment_first[1:], ngroups], np.diff(np.r_[segment_first, ngroups])
+        )
     counts = {}
     for bit in bits:
         has = (table.mask >> bit) & 1
