@@ -60,6 +60,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.spark_scale
 	$(BIN)/python -m benchmarks.cluster
 	$(BIN)/python -m benchmarks.aseq --cap 30 --size-cap 600
+	$(BIN)/python -m benchmarks.aseq_memory
 	$(BIN)/python -m benchmarks.ses
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
