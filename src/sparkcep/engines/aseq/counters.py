@@ -157,17 +157,19 @@ class EndTotals:
         self.window = window
         self.sources: list[NodeValues] = list(sources)
         self.extremes: set[NodeValues] = set(extremes)
+        self.summed: set[NodeValues] = set(self.sources)  # read by a SUM or an AVG
         self.by_end = PlaceTotals(groups, self.sources)
         self.by_start = PlaceTotals(rows, self.sources)
         self.floats: set[NodeValues] = set()  # sources whose values are floats
         self.best: dict[NodeValues, Moments] = {}  # each START row's running extremes
-        self.pairs: list[PieceOutput] = []  # float sums and extreme records
+        self.pairs: list[PieceOutput] = []  # extreme records and infinite sums
 
     def start(self, floats: set[NodeValues], best: dict[NodeValues, Moments]) -> None:
         self.floats = floats & set(self.sources)
         groups, rows = len(self.by_end.count), len(self.by_start.count)
-        self.exact_end = {s: ExactSums(groups) for s in self.floats}
-        self.exact_start = {s: ExactSums(rows) for s in self.floats}
+        # exact sums where a SUM or AVG reads a float (MIN/MAX alone need none)
+        self.exact_end = {s: ExactSums(groups) for s in self.floats & self.summed}
+        self.exact_start = {s: ExactSums(rows) for s in self.floats & self.summed}
         self.best = {s: best[s] for s in self.sources if s in self.extremes}
 
     def add(self, row: np.ndarray, group: np.ndarray, count: np.ndarray, moments) -> None:
@@ -175,7 +177,7 @@ class EndTotals:
         `moments` (source -> Moments) of their values."""
         self.by_end.add_at(group, count, moments, self.floats)
         self.by_start.add_at(row, count, moments, self.floats)
-        for source in self.floats:
+        for source in self.exact_end:
             sums = moments[source].sums
             finite = np.isfinite(sums)
             self.exact_end[source].add_at(group[finite], sums[finite])
@@ -230,7 +232,7 @@ class EndTotals:
         floats = {ch: source in self.floats for ch, source in channels.items()}
         out = []
         for ch, source in channels.items():
-            if source in self.floats:
+            if source in self.exact_end:
                 ends, starts = self.exact_end[source], self.exact_start[source]
                 out.append(float_terms(ends, (stats.segment, stats.ts), True, ch, floats))
                 out.append(float_terms(starts, (rows.segment, rows.start_ts), False, ch, floats))
@@ -520,10 +522,11 @@ class PrefixCounters:
             if len(qp.pieces) > 1 or end not in tree.column:
                 continue
             sources = [source.values for source in qp.channel_source.values()]
-            extremes = _extreme_sources(qp)
+            extremes = _sources_of(qp, ("min", "max"))
             total = EndTotals(
                 end, window_of(qp.plan), len(rows), len(self.stats.ts), sources, extremes
             )
+            total.summed = _sources_of(qp, ("sum", "avg"))
             j = tree.column[end]
             floats = {s for s in sources if counts.moments[s].sums.dtype.kind == "f"}
             # Each row's extremes so far: the carried rows' counters (a root's own column
@@ -803,12 +806,12 @@ def _reset(counts: Counts, tree: Subtree, column: int, row) -> None:
         moments.put((row, column), moments.take((row, column)).cleared(np.ones(len(row), bool)))
 
 
-def _extreme_sources(qp: QueryPlan) -> set[NodeValues]:
-    """The values a query takes the minimum or maximum of."""
+def _sources_of(qp: QueryPlan, funcs: tuple[str, ...]) -> set[NodeValues]:
+    """The values a query takes one of `funcs` of (e.g. the minimum or maximum)."""
     return {
         qp.channel_source[Channel(item.var, item.attr)].values
         for item in qp.plan.aggregate.items
-        if item.func in ("min", "max")
+        if item.func in funcs
     }
 
 

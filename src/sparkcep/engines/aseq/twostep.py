@@ -40,7 +40,12 @@ def enumerate_contributions(
         if item.func in ("min", "max") and (item.var, item.attr) == (ch.var, ch.attr)
     }  # fmt: skip
     by_end, by_start = PlaceTotals(len(table), channels), PlaceTotals(len(table), channels)
-    exact = {ch: (ExactSums(len(table)), ExactSums(len(table))) for ch in floats}
+    summed = {(i.var, i.attr) for i in plan.aggregate.items if i.func in ("sum", "avg")}
+    exact = {  # float sums a SUM or an AVG reads, added up exactly
+        ch: (ExactSums(len(table)), ExactSums(len(table)))
+        for ch in floats
+        if (ch.var, ch.attr) in summed
+    }
     pairs: list[Contributions] = []
     held = matches = 0
     for chunk in matcher.chunks(**kwargs):
