@@ -106,9 +106,10 @@ def write(rows: list[dict], events: int, window: int) -> None:
         " read by pandas, checked, then the program) and `sparkcep run --local` (which also"
         " reads the file and writes the rows). Engine CPU seconds: the program alone. The"
         " file has the columns type and ts, and a float v where the row says so. COUNT and"
-        " SUM cost a few numbers per event; a float sum is added up exactly with Python"
-        " integers (one per START and end event: slower); MIN and MAX keep each START's"
-        " records and are swept in Python at the triggers (slowest).",
+        " SUM cost a few numbers per event; a float sum is added up exactly (32-bit limbs"
+        " per START and end event, handed to combine as a few floats each: slower, and"
+        " heavier); MIN and MAX keep each START's records and are swept in Python at the"
+        " triggers.",
         "",
         "| aggregates | matches | rows | engine CPU s | API peak MiB | run --local peak MiB |",
         "|---|---:|---:|---:|---:|---:|",

@@ -593,3 +593,50 @@ def test_infinite_values_give_infinite_sums_beside_exact_finite_ones():
             [3, 1, 2.5, 3.0],
             [5, 1, -math.inf, 1.0],
         ], algorithm
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 3),
+                st.floats(allow_nan=False, allow_infinity=False, width=64).filter(
+                    lambda v: abs(v) < 1e300
+                ),
+            ),
+            max_size=12,
+        ),
+        max_size=8,
+    ),
+    carry_every=st.sampled_from([4, 8, 1 << 14]),
+)
+def test_exact_sums_are_the_exact_sums_of_their_floats(batches, carry_every):
+    """ExactSums against Python's exact fractions: each place's terms add up to the
+    exact sum of what was added there, the first term is that sum rounded."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from sparkcep.engines.aseq.combine import ExactSums
+
+    sums = ExactSums(4)
+    sums.MOST_ADDS = carry_every  # carries often, or as in a run
+    expected = [Fraction(0)] * 4
+    for batch in batches:
+        if not batch:
+            continue
+        place = np.array([p for p, _ in batch], dtype=np.int64)
+        values = np.array([v for _, v in batch], dtype=np.float64)
+        sums.add_at(place, values)
+        for p, v in batch:
+            expected[p] += Fraction(v)
+    places, terms = sums.terms(np.arange(4))
+    got = [Fraction(0)] * 4
+    first = {}
+    for p, t in zip(places.tolist(), terms.tolist()):
+        got[p] += Fraction(t)
+        first.setdefault(p, t)
+    assert got == expected
+    for p, t in first.items():
+        assert t == float(expected[p])  # correctly rounded

@@ -388,25 +388,29 @@ def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
 
 
 class ExactSums:
-    """Exact sums of finite floats at n places: every finite float is an integer times a
-    power of two, so each place holds a Python integer, the sum in units of 2**low.
-
-    `terms` gives each sum back as a few floats whose exact total it is (the first is
-    the sum rounded), for `combine`, which adds floats exactly.
+    """Exact sums of finite floats at n places. Every finite float is an integer times a
+    power of two, so a sum is an integer in units of 2**low: here in 32-bit limbs of an
+    int64 array (place x limb), the amounts added with numpy, the carries moved up from
+    time to time. `terms` gives each sum back as a few floats whose exact total it is
+    (the first is the sum rounded), for `combine`, which adds floats exactly.
 
     >>> sums = ExactSums(2)
     >>> sums.add_at(np.array([0, 0, 0, 1]), np.array([1e16, 1.0, -1e16, 0.1]))
-    >>> sums.terms(np.array([0, 1]))
+    >>> sums.terms(sums.places())
     (array([0, 1]), array([1. , 0.1]))
-    >>> sums.add_at(np.array([1]), np.array([2.0**-60]))
-    >>> place, terms = sums.terms(np.array([1]))
-    >>> terms.tolist() == [0.1, 2.0**-60] or terms.tolist()
+    >>> sums.add_at(np.array([1, 1]), np.array([2.0**-60, -0.1]))
+    >>> sums.terms(np.array([1]))[1].tolist() == [2.0**-60]  # 0.1 - 0.1, exactly
     True
     """
 
+    LIMB = 32
+    PART = 16  # a mantissa is added in 16-bit parts: each amount below 2**48 in its limb
+    MOST_ADDS = 1 << 14  # adds to one place between carries: 2**14 x 2**48 < 2**63
+
     def __init__(self, n: int):
-        self.ints = np.zeros(n, dtype=object)
-        self.low: int | None = None
+        self.limbs = np.zeros((n, 0), dtype=np.int64)
+        self.low: int | None = None  # a multiple of LIMB
+        self.adds = np.zeros(n, dtype=np.int32)  # per place, since its last carry
 
     def add_at(self, place: np.ndarray, values: np.ndarray) -> None:
         some = values != 0
@@ -416,22 +420,58 @@ class ExactSums:
         mantissa, exponent = np.frexp(values)
         ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
         exps = exponent.astype(np.int64) - 53
-        low = int(exps.min())
+        self._fit(int(exps.min()), int(exps.max()))
+        shift = exps - self.low
+        limb, offset = shift // self.LIMB, shift % self.LIMB
+        sign, magnitude = np.sign(ints), np.abs(ints)
+        width = self.limbs.shape[1]
+        flat = self.limbs.reshape(-1)  # a view: the adds land in the limbs
+        for i in range(4):  # 4 x 16 bits hold the 53 of a mantissa
+            part = (magnitude >> (self.PART * i)) & 0xFFFF
+            bit = offset + self.PART * i
+            where = place * width + limb + bit // self.LIMB
+            np.add.at(flat, where, sign * (part << (bit % self.LIMB)))
+        np.add.at(self.adds, place, 4)
+        if self.adds[place].max() >= self.MOST_ADDS:
+            self._carry(np.unique(place))
+
+    def _fit(self, low: int, high: int) -> None:
+        """Limbs for amounts from 2**low to 2**(high + 53), and room for carries."""
+        low = low - low % self.LIMB
+        n, width = self.limbs.shape
         if self.low is None:
             self.low = low
-        elif low < self.low:  # finer units: every sum so far in them
-            self.ints = self.ints * (1 << (self.low - low))
-            self.low = low
-        scaled = np.empty(len(ints), dtype=object)
-        scaled[:] = [m << e for m, e in zip(ints.tolist(), (exps - self.low).tolist())]
-        np.add.at(self.ints, place, scaled)
+        elif low < self.low:  # finer units: limbs below the present ones
+            below = (self.low - low) // self.LIMB
+            self.limbs = np.hstack([np.zeros((n, below), np.int64), self.limbs])
+            self.low, width = low, width + below
+        need = (high + 53 + 2 * self.LIMB - self.low) // self.LIMB + 1
+        if need > width:  # the top limb takes the carries, with room to spare
+            self.limbs = np.hstack([self.limbs, np.zeros((n, need - width), np.int64)])
+
+    def _carry(self, places: np.ndarray) -> None:
+        """Each limb of `places` below 2**32, its excess carried to the next one up."""
+        sub = self.limbs[places]
+        for k in range(sub.shape[1] - 1):
+            carry = sub[:, k] >> self.LIMB
+            sub[:, k] -= carry << self.LIMB
+            sub[:, k + 1] += carry
+        self.limbs[places] = sub
+        self.adds[places] = 0
+        if len(sub) and np.abs(sub[:, -1]).max() >= 1 << 40:  # keep the top limb small
+            self.limbs = np.hstack([self.limbs, np.zeros((len(self.limbs), 1), np.int64)])
+            self._carry(places)
+
+    def places(self) -> np.ndarray:
+        """The places with a sum."""
+        return np.flatnonzero((self.limbs != 0).any(axis=1))
 
     def terms(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(places, floats): for each place of `at` with a sum, the floats that add up to
         it exactly (the first is the sum rounded; more follow where it lost bits)."""
         places, terms = [], []
         low = self.low or 0
-        for place, total in zip(at.tolist(), self.ints[at].tolist()):
+        for place, total in self._totals(at):
             while total:
                 f = _to_float(total, low)
                 places.append(place)
@@ -443,6 +483,13 @@ class ExactSums:
                 exact = int(m * 2**53)
                 total -= exact << shift if shift >= 0 else exact >> -shift
         return np.array(places, dtype=np.int64), np.array(terms, dtype=np.float64)
+
+    def _totals(self, at: np.ndarray, chunk: int = 1 << 15):
+        """(place, its sum as a Python integer), a chunk of places' limbs at a time."""
+        for lo in range(0, len(at), chunk):
+            part = at[lo : lo + chunk]
+            for place, limbs in zip(part.tolist(), self.limbs[part].tolist()):
+                yield place, sum(limb << (self.LIMB * k) for k, limb in enumerate(limbs))
 
 
 def _to_float(total: int, low: int) -> float:

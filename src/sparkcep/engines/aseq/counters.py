@@ -244,7 +244,7 @@ def float_terms(sums: ExactSums, places, by_end: bool, channel: Channel, floats)
     bundles, by end or by start: a few per place whose floats add up to the sum exactly
     (combine adds floats exactly, so a window's total is the correctly rounded sum of its
     matches' values). `floats`: which channels have float sums (the others integer)."""
-    place, terms = sums.terms(np.flatnonzero(sums.ints != 0))
+    place, terms = sums.terms(sums.places())
     n = len(place)
     never = np.full(n, NEVER)
     zeros = np.zeros(n, dtype=np.int64)
