@@ -221,30 +221,26 @@ class EndTotals:
             self.by_start,
             (stats.segment, stats.ts),
             (rows.segment, rows.start_ts),
-            {ch: (source, source in self.floats) for ch, source in channels.items()},
+            {
+                ch: (
+                    source,
+                    source in self.floats,
+                    (self.exact_end[source], self.exact_start[source])
+                    if source in self.exact_end
+                    else None,
+                )
+                for ch, source in channels.items()
+            },
         )
-        parts = [one_sided, *self._float_terms(rows, stats, channels), paired]
-        parts = [one_sided] + [part for part in parts[1:] if len(part)]
-        return parts[0] if len(parts) == 1 else Contributions.concat(parts, keep_empty=True)
-
-    def _float_terms(self, rows: RootRows, stats: GroupStats, channels) -> list[Contributions]:
-        """The exact float sums as one-sided bundles (`float_terms`)."""
-        floats = {ch: source in self.floats for ch, source in channels.items()}
-        out = []
-        for ch, source in channels.items():
-            if source in self.exact_end:
-                ends, starts = self.exact_end[source], self.exact_start[source]
-                out.append(float_terms(ends, (stats.segment, stats.ts), True, ch, floats))
-                out.append(float_terms(starts, (rows.segment, rows.start_ts), False, ch, floats))
-        return out
+        if not len(paired):
+            return one_sided
+        return Contributions.concat([one_sided, paired], keep_empty=True)
 
 
-def float_terms(sums: ExactSums, places, by_end: bool, channel: Channel, floats) -> Contributions:
-    """Exact float sums of `channel` at places ((partition, time) of each) as one-sided
-    bundles, by end or by start: a few per place whose floats add up to the sum exactly
-    (combine adds floats exactly, so a window's total is the correctly rounded sum of its
-    matches' values). `floats`: which channels have float sums (the others integer)."""
-    place, terms = sums.terms(sums.places())
+def _terms(place, terms, places, by_end: bool, channel: Channel, floats) -> Contributions:
+    """One-sided bundles (by end or by start) at `place` ((partition, time) of each in
+    `places`) holding float `terms` of `channel`'s sum; `floats`: which channels have
+    float sums (the others integer)."""
     n = len(place)
     never = np.full(n, NEVER)
     zeros = np.zeros(n, dtype=np.int64)
@@ -303,20 +299,43 @@ class PlaceTotals:
     def one_sided(self, by_start: PlaceTotals, ends, starts, channels) -> Contributions:
         """Contributions from these totals by end place and `by_start`'s by start place:
         `ends` and `starts` give each place's (partition, time), `channels` each
-        channel's (key here, whether its values are floats: sums kept elsewhere)."""
+        channel's (key here, whether its values are floats, and for a float sum its
+        `ExactSums` by end and by start place, or None).
+
+        A float sum is handed over as the floats whose exact total it is (combine adds
+        floats exactly, so a window's total is the correctly rounded sum of its matches'
+        values): the first, the sum rounded, in the place's own bundle, the rest (where
+        rounding lost bits) in bundles of their own."""
         e = np.flatnonzero(self.count != 0)
         a = np.flatnonzero(by_start.count != 0)
-        moments = {
-            ch: Moments.concat([self.moments(key, e, floats), by_start.moments(key, a, floats)])
-            for ch, (key, floats) in channels.items()
-        }
-        return Contributions(
+        moments, rest = {}, []
+        for ch, (key, floats, exact) in channels.items():
+            moments[ch] = Moments.concat(
+                [self.moments(key, e, floats), by_start.moments(key, a, floats)]
+            )
+            if exact is None:
+                continue
+            for sums, at, places, offset, by_end in (
+                (exact[0], e, ends, 0, True), (exact[1], a, starts, len(e), False)
+            ):  # fmt: skip
+                place, terms = sums.terms(sums.places())
+                first = np.r_[True, place[1:] != place[:-1]] if len(place) else place > 0
+                index = np.searchsorted(at, place[first])
+                if not (at[index] == place[first]).all():
+                    raise AssertionError("a float sum where no match ends or starts")
+                moments[ch].sums[offset + index] = terms[first]
+                kinds = {other: other_floats for other, (_, other_floats, _) in channels.items()}
+                extra = ~first
+                rest.append(_terms(place[extra], terms[extra], places, by_end, ch, kinds))
+        one_sided = Contributions(
             concat_arrays([ends[0][e], starts[0][a]]),
             concat_arrays([np.full(len(e), NEVER), starts[1][a]]),
             concat_arrays([ends[1][e], np.full(len(a), NEVER)]),
             concat_arrays([self.count[e], by_start.count[a]]),
             moments,
         )
+        rest = [part for part in rest if len(part)]
+        return Contributions.concat([one_sided, *rest], keep_empty=True) if rest else one_sided
 
     def moments(self, source: NodeValues, at: np.ndarray, floats: bool) -> Moments:
         sums = np.zeros(len(at)) if floats else self.sums[source][at]

@@ -19,7 +19,7 @@ from sparkcep.engines.aseq.combine import (
     channels_of,
     sum_by,
 )
-from sparkcep.engines.aseq.counters import PlaceTotals, float_terms
+from sparkcep.engines.aseq.counters import PlaceTotals
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
 from sparkcep.prep.table import EventTable
@@ -76,14 +76,9 @@ def enumerate_contributions(
         stats["peak_partial"] = max(stats.get("peak_partial", 0), matcher.peak_frontier)
         stats["matches"] = stats.get("matches", 0) + matches
     places = (table.segment, table.ts)
-    kinds = {ch: ch in floats for ch in channels}
-    one_sided = by_end.one_sided(by_start, places, places, {ch: (ch, kinds[ch]) for ch in channels})
-    terms = [
-        float_terms(sums, places, ending, ch, kinds)
-        for ch, both in exact.items()
-        for sums, ending in zip(both, (True, False))
-    ]
-    one_sided = Contributions.concat([one_sided, *terms], keep_empty=True) if terms else one_sided
+    one_sided = by_end.one_sided(
+        by_start, places, places, {ch: (ch, ch in floats, exact.get(ch)) for ch in channels}
+    )
     if not pairs:
         return one_sided
     paired = _bundled(Contributions.concat(pairs), len(table))
