@@ -152,25 +152,22 @@ class EndTotals:
     group), only where a START row's running minimum or maximum changes (its
     *records*); so are infinite float sums."""
 
-    def __init__(self, node: int, window: int, rows: int, groups: int, sources, extremes):
+    def __init__(self, node: int, window: int, places: tuple[int, int], sources, **read):
+        """`places`: (START rows, groups); `read` gives `floats` (the sources whose values
+        are floats), `summed` (those a SUM or an AVG reads) and `best` (each START row's
+        running extremes so far, for the sources a MIN or a MAX reads)."""
+        rows, groups = places
         self.node = node
         self.window = window
         self.sources: list[NodeValues] = list(sources)
-        self.extremes: set[NodeValues] = set(extremes)
-        self.summed: set[NodeValues] = set(self.sources)  # read by a SUM or an AVG
+        self.floats: set[NodeValues] = read["floats"] & set(self.sources)
+        self.best: dict[NodeValues, Moments] = read["best"]
         self.by_end = PlaceTotals(groups, self.sources)
         self.by_start = PlaceTotals(rows, self.sources)
-        self.floats: set[NodeValues] = set()  # sources whose values are floats
-        self.best: dict[NodeValues, Moments] = {}  # each START row's running extremes
+        exact = self.floats & read["summed"]  # MIN/MAX alone need no sum
+        self.exact_end = {s: ExactSums(groups) for s in exact}
+        self.exact_start = {s: ExactSums(rows) for s in exact}
         self.pairs: list[PieceOutput] = []  # extreme records and infinite sums
-
-    def start(self, floats: set[NodeValues], best: dict[NodeValues, Moments]) -> None:
-        self.floats = floats & set(self.sources)
-        groups, rows = len(self.by_end.count), len(self.by_start.count)
-        # exact sums where a SUM or AVG reads a float (MIN/MAX alone need none)
-        self.exact_end = {s: ExactSums(groups) for s in self.floats & self.summed}
-        self.exact_start = {s: ExactSums(rows) for s in self.floats & self.summed}
-        self.best = {s: best[s] for s in self.sources if s in self.extremes}
 
     def add(self, row: np.ndarray, group: np.ndarray, count: np.ndarray, moments) -> None:
         """New matches: `count` of them from START `row` ending at `group`, with
@@ -541,22 +538,24 @@ class PrefixCounters:
             if len(qp.pieces) > 1 or end not in tree.column:
                 continue
             sources = [source.values for source in qp.channel_source.values()]
-            extremes = _sources_of(qp, ("min", "max"))
-            total = EndTotals(
-                end, window_of(qp.plan), len(rows), len(self.stats.ts), sources, extremes
-            )
-            total.summed = _sources_of(qp, ("sum", "avg"))
             j = tree.column[end]
-            floats = {s for s in sources if counts.moments[s].sums.dtype.kind == "f"}
             # Each row's extremes so far: the carried rows' counters (a root's own column
             # holds its START, not yet reported: none).
             best = {
                 s: _nothing(len(rows))
                 if end == tree.root
                 else counts.moments[s].take((slice(None), j)).copy()
-                for s in extremes
+                for s in _sources_of(qp, ("min", "max"))
             }
-            total.start(floats, best)
+            total = EndTotals(
+                end,
+                window_of(qp.plan),
+                (len(rows), len(self.stats.ts)),
+                sources,
+                floats={s for s in sources if counts.moments[s].sums.dtype.kind == "f"},
+                summed=_sources_of(qp, ("sum", "avg")),
+                best=best,
+            )
             self.totals[index] = total
             out.append(total)
         return out

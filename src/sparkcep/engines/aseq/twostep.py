@@ -16,9 +16,10 @@ from sparkcep.engines.aseq.combine import (
     Contributions,
     ExactSums,
     Moments,
+    channel,
     channels_of,
-    sum_by,
 )
+from sparkcep.engines.aseq.connect import Chain
 from sparkcep.engines.aseq.counters import PlaceTotals
 from sparkcep.engines.nfa.matcher import PatternMatcher
 from sparkcep.plan import Plan
@@ -35,18 +36,14 @@ def enumerate_contributions(
     matcher = PatternMatcher(plan, table, replace(budget, max_matches=None))
     channels = channels_of(plan)
     floats = {ch for ch in channels if table.columns[ch.attr].values.dtype.kind == "f"}
-    extremes = {
-        ch for ch in channels for item in plan.aggregate.items
-        if item.func in ("min", "max") and (item.var, item.attr) == (ch.var, ch.attr)
-    }  # fmt: skip
+    items = plan.aggregate.items
+    extremes = {channel(i) for i in items if i.func in ("min", "max")}
+    summed = {channel(i) for i in items if i.func in ("sum", "avg")}
     by_end, by_start = PlaceTotals(len(table), channels), PlaceTotals(len(table), channels)
-    summed = {(i.var, i.attr) for i in plan.aggregate.items if i.func in ("sum", "avg")}
     exact = {  # float sums a SUM or an AVG reads, added up exactly
-        ch: (ExactSums(len(table)), ExactSums(len(table)))
-        for ch in floats
-        if (ch.var, ch.attr) in summed
+        ch: (ExactSums(len(table)), ExactSums(len(table))) for ch in floats & summed
     }
-    pairs: list[Contributions] = []
+    pairs: list[Chain] = []
     held = matches = 0
     for chunk in matcher.chunks(**kwargs):
         ones = np.ones(len(chunk), dtype=np.int64)
@@ -69,7 +66,7 @@ def enumerate_contributions(
             pairs.append(_paired(chunk.first, chunk.last, moments, infinite, extremes))
             held += len(chunk)
             if held > BUNDLE_AT:
-                pairs = [_bundled(Contributions.concat(pairs), len(table))]
+                pairs = [Chain.concat(pairs).merged(len(table))]
                 held = len(pairs[0])
     if stats is not None:
         stats["partial_matches"] = stats.get("partial_matches", 0) + matcher.partial_matches
@@ -81,18 +78,17 @@ def enumerate_contributions(
     )
     if not pairs:
         return one_sided
-    paired = _bundled(Contributions.concat(pairs), len(table))
+    merged = Chain.concat(pairs).merged(len(table))  # by (start event, end event)
     paired = Contributions(
-        table.segment[paired.segment], table.ts[paired.start], table.ts[paired.end],
-        paired.count, paired.moments,
+        table.segment[merged.tag], table.ts[merged.tag], table.ts[merged.group],
+        merged.count, merged.moments,
     )  # fmt: skip
     return Contributions.concat([one_sided, paired], keep_empty=True)
 
 
-def _paired(first, last, moments: dict, floats: set, extremes: set) -> Contributions:
-    """Each match as a bundle of its start and end event (positions; `segment` holds the
-    start's position too) with what needs both: minima and maxima (and the sums of
-    `floats`, where some are infinite)."""
+def _paired(first, last, moments: dict, floats: set, extremes: set) -> Chain:
+    """Each match as a bundle of its start and end event (positions) with what needs
+    both: minima and maxima (and the sums of `floats`, where some are infinite)."""
     n = len(first)
     zeros = np.zeros(n, dtype=np.int64)
     kept = {}
@@ -102,18 +98,4 @@ def _paired(first, last, moments: dict, floats: set, extremes: set) -> Contribut
             (m.mins, m.maxs) if ch in extremes else (np.full(n, np.inf), np.full(n, -np.inf))
         )
         kept[ch] = Moments(sums, zeros, mins, maxs)
-    return Contributions(first, first, last, zeros, kept)
-
-
-def _bundled(c: Contributions, n: int) -> Contributions:
-    """One bundle per (start event, end event): sums added, the least minimum and the
-    greatest maximum."""
-    key = c.start.astype(np.int64) * n + c.end
-    unique, inverse = np.unique(key, return_inverse=True)
-    if len(unique) == len(c):
-        return c
-    inverse = inverse.ravel()
-    k = len(unique)
-    moments = {ch: m.bundled(inverse, k) for ch, m in c.moments.items()}
-    first = unique // n
-    return Contributions(first, first, unique % n, sum_by(inverse, c.count, k), moments)
+    return Chain(first, last, zeros, kept)
