@@ -152,3 +152,32 @@ def test_queries_of_one_file_write_the_same_exact_rows_locally_and_in_spark(
     assert written["local"] == written["spark"]
     expected = SEVERAL_ROWS if matched == "both" else SEVERAL_ROWS[:3]
     assert written["local"].decode().splitlines() == expected
+
+
+@pytest.mark.spark
+def test_a_csv_of_timestamps_is_the_same_locally_and_in_spark(spark, capsys, tmp_path):
+    """Times in a CSV output as in JSON lines (ISO 8601, UTC, microseconds), whichever
+    runner wrote it; a null time (a row of no match) is an empty cell."""
+    from sparkcep import cli
+
+    events = tmp_path / "e.csv"
+    events.write_text(
+        "type,ts,v\nA,2014/10/22 11:15:41.000,1.5\nB,2014-10-22 11:15:42.250,2\n"
+        "A,2014-10-22 11:15:50,\nB,2014-10-22 11:15:51.5,3\n"
+    )
+    query = "PATTERN SEQ(A a, B b) AGG COUNT, SUM(a.v) AS s WITHIN 5 seconds"
+    written = {}
+    for mode in ("local", "spark"):
+        out = tmp_path / f"{mode}.csv"
+        flags = ["--local"] if mode == "local" else []
+        try:
+            cli.main(["run", query, "-i", str(events), "-o", str(out), *flags])
+        except SystemExit as e:
+            pytest.fail(f"exit {e.code}: {capsys.readouterr().err}")
+        written[mode] = out.read_text()
+    assert written["local"] == written["spark"]
+    assert written["local"].splitlines() == [
+        "ts,count,s",
+        "2014-10-22T11:15:42.250000Z,1,1.5",
+        "2014-10-22T11:15:51.500000Z,1,",
+    ]

@@ -27,7 +27,7 @@ from sparkcep.inputs import (
     READ_REASON,
     null_cells,
 )
-from sparkcep.jsonlines import json_bytes
+from sparkcep.jsonlines import TIME_FORMAT, json_bytes
 from sparkcep.sizes import FORMATS as FORMATS
 from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
 from sparkcep.sizes import data_bytes as data_bytes
@@ -461,12 +461,12 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
         else:
             Path(path).write_bytes(data)
     elif fmt == "csv":
-        out = frame
-        for col in frame.columns:  # lists (only in object columns) as JSON text
-            if frame[col].dtype == object and frame[col].map(lambda v: isinstance(v, list)).any():
-                if out is frame:
-                    out = frame.copy(deep=False)
-                out[col] = frame[col].map(
+        out = frame.copy(deep=False)  # new columns only
+        for col in frame.columns:
+            if pd.api.types.is_datetime64_any_dtype(frame[col].dtype):  # as Spark writes them
+                out[col] = frame[col].dt.strftime(TIME_FORMAT)
+            elif frame[col].dtype == object and frame[col].map(lambda v: isinstance(v, list)).any():
+                out[col] = frame[col].map(  # lists (only in object columns) as JSON text
                     lambda v: pd.io.json.ujson_dumps(v) if isinstance(v, list) else v
                 )
         out.to_csv(path, index=False, compression=compression)

@@ -155,7 +155,9 @@ def write_spark(
                 "timestampFormat", SPARK_TIME_FORMAT
             ).json(tmp + "/out")
         elif fmt == "csv":
-            writer.option("header", True).csv(tmp + "/out")
+            writer.option("header", True).option("timestampFormat", SPARK_TIME_FORMAT).csv(
+                tmp + "/out"
+            )
         else:
             writer.parquet(tmp + "/out")
         if before_move is not None:
