@@ -16,8 +16,18 @@ from strategies import events_frame as frame
 
 from sparkcep import QueryError
 from sparkcep.checks import compile_one
+from sparkcep.engines.aseq import forest
 from sparkcep.plan import Options
 from sparkcep.runners.local import aggregate_local, run_aggregate_local
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chop_every_shared_tail():
+    """The tests here check chop-connect's answers, so they cut every shared tail, even
+    the short ones the cost rule leaves whole (test_chop_cost_rule checks the rule)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(forest, "CHOP_MIN_STEPS", 1)
+        yield
 
 
 def letters(types: str, times=None) -> pd.DataFrame:
@@ -577,7 +587,29 @@ def test_explain_shows_what_queries_run_together_share():
     assert "together   de, ade, dx" in prefix
     assert "(D E)" in prefix and "(A D E)" in prefix and "(D X)" in prefix
     chopped = explain(text, sharing="chop")
-    assert "(A) + (D E)" in chopped and "slower than counting each query whole" in chopped
+    assert "(A) + (D E)" in chopped and "chop-connect cuts a query where" in chopped
+
+
+def _seq(types: str, window: int = 9) -> str:
+    return f"PATTERN SEQ({', '.join(f'{t} {t.lower()}' for t in types)}) AGG COUNT WITHIN {window}"
+
+
+def test_chop_cost_rule_leaves_short_tails_whole_and_cuts_long_ones(monkeypatch):
+    from sparkcep import explain
+
+    monkeypatch.setattr(forest, "CHOP_MIN_STEPS", 6)
+    short = ";".join(f"QUERY {n}: {_seq(t)}" for n, t in (("de", "DE"), ("ade", "ADE")))
+    text = explain(short, sharing="chop")
+    assert "(A D E) (a shared tail of 2 steps left uncut" in text
+    assert "cuts from 6" in text and "+" not in text.split("together")[1]
+    long = ";".join(f"QUERY {n}: {_seq(t)}" for n, t in (("six", "BCDEFG"), ("seven", "ABCDEFG")))
+    assert "(A) + (B C D E F G)" in explain(long, sharing="chop")
+    # The cut query counts what it counts whole: on a stream where every type recurs.
+    events = letters("ABCDEFG" * 3 + "GFEDCBA" + "ABCDEFG", range(0, 70, 2)).assign(id=range(35))
+    queries = [_seq("BCDEFG", 30), _seq("ABCDEFG", 30)]
+    chopped = engine_rows(events, queries, sharing="chop")
+    whole = engine_rows(events, queries, sharing="none")
+    assert len(whole) > 0 and chopped.equals(whole)
 
 
 def test_infinite_values_give_infinite_sums_beside_exact_finite_ones():

@@ -127,7 +127,7 @@ def piece_contributions(counters: PrefixCounters, qp: QueryPlan, index: int) -> 
     return counters.totals[index].contributions(rows, counters.stats, channels)
 
 
-CONNECT_CHUNK = 4_000_000  # joined rows per step of _connect: bounds its memory
+CONNECT_CHUNK = 1_000_000  # joined rows per step of _connect: bounds its memory
 
 
 @dataclass

@@ -12,6 +12,13 @@ from sparkcep.engines.aseq.combine import Channel, channel, window_of
 from sparkcep.plan import Plan
 from sparkcep.prep.mask import Signatures
 
+# Chop-connect's cost rule: a query is cut only where the shared tail has at least this
+# many steps. Connecting costs about as much as counting five steps of the tail per
+# START. Measured on the replayed stock trades (benchmarks/results/aseq.md): cutting
+# every shared tail ran at 0.63-0.97x unshared with tails of 2 to 4 steps, 1.03-1.40x
+# with 5 to 8; where this rule cuts, 0.90-1.26x (docs/aggregation.md).
+CHOP_MIN_STEPS = 7
+
 
 @dataclass
 class Node:
@@ -68,6 +75,8 @@ class Forest:
         self._node_index: dict[tuple, int] = {}
         steps = [self._steps(p, i) for i, p in enumerate(plans)]
         self.queries: list[QueryPlan] = []
+        self.min_tail = CHOP_MIN_STEPS  # read when built: tests may lower it
+        self.declined: dict[int, int] = {}  # query -> steps of a shared tail left uncut
         if sharing == "chop":
             # Patterns that can be chopped are laid out after the others, so their tails
             # find the paths the other queries create.
@@ -147,6 +156,9 @@ class Forest:
                         break
                 if found is None:
                     break
+                if end - found < self.min_tail:
+                    self.declined[owner] = end - found
+                    break
                 cuts.append(found)
                 end = found
         bounds = [0, *sorted(cuts), len(steps)]
@@ -173,7 +185,7 @@ class Forest:
     def describe(self) -> list[str]:
         """Each query's pieces, for `explain`."""
         lines = []
-        for qp in self.queries:
+        for i, qp in enumerate(self.queries):
             parts = []
             for piece in qp.pieces:
                 names = []
@@ -184,5 +196,11 @@ class Forest:
                     )
                     names.append(("!" if node.kind == "neg" else "") + sig)
                 parts.append("(" + " ".join(names) + ")")
-            lines.append(" + ".join(parts))
+            line = " + ".join(parts)
+            if i in self.declined:
+                line += (
+                    f" (a shared tail of {self.declined[i]} steps left uncut: "
+                    f"chop-connect cuts from {self.min_tail})"
+                )
+            lines.append(line)
         return lines

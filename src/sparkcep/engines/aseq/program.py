@@ -182,11 +182,12 @@ class AggregateProgram(Program):
             lines.append(("rows", EMIT_WORDS[plan.aggregate.emit]))
         if self.forest is not None and len(self.plans) > 1:
             lines += [("sharing", text) for text in self.forest.describe()]
-        if self.chopped:
+        if self.forest is not None and self.forest.sharing == "chop" and len(self.plans) > 1:
             lines.append((
                 "sharing",
-                "chop-connect joins the pieces' matches per (START, end) pair: it measured "
-                "slower than counting each query whole (docs/aggregation.md)",
+                f"chop-connect cuts a query where the tail it shares has {self.forest.min_tail} "
+                "steps or more: connecting costs about as much as counting five steps "
+                "(measured, docs/aggregation.md)",
             ))  # fmt: skip
         return lines
 
