@@ -20,7 +20,10 @@ x in Θ_j of P[x not in (s, t)], and the pass multiplies by it. When an event co
 between several pairs (it can match several components), the factor does not split; the
 point matches of those signatures are enumerated, and an event's factor is the mass of
 its points outside the union of the gaps it could fill (the gaps are disjoint, so this
-is exact). This replaces eq. (4)'s enumeration of the shared events' points.
+is exact). This replaces eq. (4)'s enumeration of the shared events' points. With three
+components (`NextThree`) the same sum is taken without enumerating point matches: the
+shared events' factors are expanded into products of a (t_1, t_2) and a (t_2, t_3)
+array, and the window is met at the middle component.
 
 The sums are in floats, so a signature that matches in every possible world comes out
 as 1 up to rounding, possibly above it (151 points of 1/151 do not sum to 1 exactly).
@@ -122,6 +125,13 @@ class NextConfidence:
         self.pattern = pattern
 
     def __call__(self, idx, vlb, vub):
+        if self.pattern.length == 3 and len(idx):  # no point-match tensor (NextThree)
+            return NextThree(self.events, self.pattern, self._general)(idx, vlb, vub)
+        return self._general(idx, vlb, vub)
+
+    def _general(self, idx, vlb, vub):
+        """Any length: the factored pass where the gaps' Θ sets are disjoint, the
+        point-match enumeration where they share an event."""
         m = len(idx)
         gaps = [theta_pairs(self.events, self.pattern, idx, vlb, vub, j)
                 for j in range(1, self.pattern.length)]  # fmt: skip
@@ -213,6 +223,183 @@ class NextConfidence:
         start = grid.points[0][rows, np.argmax(by_first, axis=1)]
         k = by_last.shape[1] - 1 - np.argmax(by_last[:, ::-1], axis=1)
         return total, start, grid.points[-1][rows, k]
+
+
+MAX_SHARED = 10  # NextThree: at most 2^10 phase terms a signature, else the enumeration
+PHASE_CELLS = 4_000_000  # NextThree: float cells of one batch's (t, t) arrays, all terms
+
+
+class NextThree:
+    """Skip-till-next confidence and range for l = 3 in O(w^2 (|Θ| + 2^|S|)) a signature
+    (w the widest valid interval, S the events in both Θ sets), with no tensor of point
+    matches: what `_general` computes (`_split`, and `_enumerate` where Θ sets share an
+    event), for every signature of three components.
+
+    The weight of point match (t0, t1, t2), t0 < t1 < t2 and t2 - t0 < W, is
+
+        p0(t0) p1(t1) p2(t2) q1(t0, t1) q2(t1, t2) prod_{x in S} (L_x(t0) + p_x(t1) + R_x(t2))
+
+    with L_x(t) = P[x <= t], R_x(t) = P[x >= t] and q_j the product over the other Θ_j
+    events of L_x(t_{j-1}) + R_x(t_j) (a shared x avoids both gaps: at or before t0, at
+    t1, or at or after t2). Three exact rewrites:
+
+    1. Folding. A shared x with R_x = 0 on event 3's points has the pairwise factor
+       L_x(t0) + p_x(t1), a factor of q1; with L_x = 0 on event 1's, p_x(t1) + R_x(t2)
+       goes into q2. A Θ_j factor with L_x = 0 (R_x = 0) on its grid is one of p_j
+       (p_{j-1}) alone.
+    2. Phase expansion. With g_x(t1, t2) = p_x(t1) + R_x(t2),
+       prod_{x in S} (L_x(t0) + g_x(t1, t2)) = sum over A ⊆ S of
+       prod_{x in A} L_x(t0) * prod_{x not in A} g_x(t1, t2): 2^|S| nonnegative terms,
+       each a(t0, t1) b(t1, t2).
+    3. The window, meeting at the middle component. With B(t1, u) = sum over t2 <= u of
+       b(t1, t2), the mass of a term's point matches that start at t0 is
+       sum over t1 of a(t0, t1) B(t1, t0 + W - 1).
+
+    All terms are nonnegative, so a range end is positive mass, never a difference.
+    Signatures with more than MAX_SHARED shared events (after folding) go to `fallback`.
+    """
+
+    def __init__(self, events: IntervalEvents, pattern: Pattern, fallback):
+        self.events, self.window, self.fallback = events, pattern.window, fallback
+        self.pattern = pattern
+
+    def __call__(self, idx, vlb, vub):
+        ev, m, n_ev = self.events, len(idx), len(self.events)
+        gaps = [theta_pairs(ev, self.pattern, idx, vlb, vub, j) for j in (1, 2)]
+        k1, k2 = (a * n_ev + x for a, x in gaps)
+        both = np.intersect1d(k1, k2)  # sorted: by signature, then event
+        only = [(a[~np.isin(k, both)], x[~np.isin(k, both)]) for (a, x), k in zip(gaps, (k1, k2))]
+        sa, sx = both // n_ev, both % n_ev
+        r_zero = ev.last[sx] < vlb[sa, 2]  # R_x = 0 on t2's points: a factor of q1
+        l_zero = ~r_zero & (ev.first[sx] > vub[sa, 0])  # L_x = 0 on t0's: of q2
+        # kinds: 0 L + R (one gap), 1 L(t0) + p(t1) (shared, R = 0), 2 p(t1) + R(t2) (L = 0)
+        only = [
+            (np.r_[only[0][0], sa[r_zero]], np.r_[only[0][1], sx[r_zero]],
+             np.r_[np.zeros(len(only[0][0]), np.int64), np.ones(r_zero.sum(), np.int64)]),
+            (np.r_[only[1][0], sa[l_zero]], np.r_[only[1][1], sx[l_zero]],
+             np.r_[np.zeros(len(only[1][0]), np.int64), np.full(l_zero.sum(), 2)]),
+        ]  # fmt: skip
+        sa, sx = sa[~(r_zero | l_zero)], sx[~(r_zero | l_zero)]
+        n_shared = np.bincount(sa, minlength=m)
+        conf, start, end = np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64)
+        many = np.flatnonzero(n_shared > MAX_SHARED)
+        if len(many):
+            conf[many], start[many], end[many] = self.fallback(idx[many], vlb[many], vub[many])
+        binds = (vub[:, 2] - vlb[:, 0] >= self.window).astype(np.int64)  # window can cut
+        for s, bind in sorted(set(zip(n_shared.tolist(), binds.tolist()))):
+            if s > MAX_SHARED:
+                continue
+            rows = np.flatnonzero((n_shared == s) & (binds == bind))
+            xs = sx[np.isin(sa, rows)].reshape(len(rows), s)  # sa is sorted
+            w = int((vub[rows] - vlb[rows]).max()) + 1
+            step = max(1, PHASE_CELLS // ((2 + 2**s) * w * w))
+            for lo in range(0, len(rows), step):
+                sub = rows[lo : lo + step]
+                c, st, en = self._batch(idx[sub], vlb[sub], vub[sub], _local(only, sub, m),
+                                        xs[lo : lo + step])  # fmt: skip
+                conf[sub], start[sub], end[sub] = c, st, en
+        return conf, start, end
+
+    def _factor(self, grid: Grid, j: int, a, x, kinds):
+        """q_j (m, w_{j-1}, w_j); folds its one-sided factors into grid.prob (1.). One
+        multiply per (signature, event) pair, rank by rank within a signature: a
+        `reduceat` over a (pairs, w, w) array would cost as much as the rest."""
+        ev = self.events
+        q = np.ones((len(grid.vlb), grid.width[j - 1], grid.width[j]))
+        u_zero = (kinds == 0) & (ev.first[x] > grid.vub[a, j - 1])  # P[x <= s] = 0
+        f_zero = (kinds == 0) & ~u_zero & (ev.last[x] < grid.vlb[a, j])  # P[x >= t] = 0
+        for sel, comp, mass in ((u_zero, j, ev.mass_from), (f_zero, j - 1, ev.mass_upto)):
+            for ak, xk, _ in _by_rank(a[sel], x[sel], kinds[sel]):
+                grid.prob[comp][ak] *= mass(xk[:, None], grid.points[comp][ak])
+        pair = ~(u_zero | f_zero)
+        for ak, xk, kk in _by_rank(a[pair], x[pair], kinds[pair]):
+            s, t, xk, kk = grid.points[j - 1][ak], grid.points[j][ak], xk[:, None], kk[:, None]
+            up = np.where(kk == 2, ev.prob(xk, s), ev.mass_upto(xk, s))
+            down = np.where(kk == 1, ev.prob(xk, t), ev.mass_from(xk, t))
+            q[ak] *= up[:, :, None] + down[:, None, :]
+        return q
+
+    def _batch(self, idx, vlb, vub, gaps, xs, full_end=False):
+        """(confidence, start, end) of signatures that share len(xs[0]) events `xs`."""
+        ev, window = self.events, self.window
+        grid = Grid(ev, idx, vlb, vub)
+        m, s = xs.shape
+        t0, t1, t2 = grid.points
+        q1, q2 = [self._factor(grid, j + 1, a, x, k) for j, (a, x, k) in enumerate(gaps)]
+        p0, p1, p2 = grid.prob  # after folding
+        a_base = p0[:, :, None] * q1 * (t0[:, :, None] < t1[:, None, :]) * p1[:, None, :]
+        b_base = q2 * (t1[:, :, None] < t2[:, None, :]) * p2[:, None, :]
+        before = [ev.mass_upto(xs[:, i, None], t0) for i in range(s)]  # L_x(t0)
+        after = [ev.prob(xs[:, i, None], t1)[:, :, None] + ev.mass_from(xs[:, i, None], t2)[:, None, :]
+                 for i in range(s)]  # g_x(t1, t2)  # fmt: skip
+        by_t0, by_t2 = np.zeros(t0.shape), np.zeros(t2.shape)  # mass by first, last point
+        binds = (grid.vub[:, 2] - grid.vlb[:, 0] >= window).any()
+        rows = np.arange(m)
+        kl = t2.shape[1] - 1 - np.argmax((p2 > 0)[:, ::-1], axis=1)  # last positive t2
+        in_window = (t0 >= (t2[rows, kl] - window + 1)[:, None]).astype(float)
+        last_mass = np.zeros(m)  # whether some point match ends at kl (positivity only)
+        for phase in itertools.product((False, True), repeat=s):  # x_i at or before t0?
+            a, b = a_base, b_base
+            for i, early in enumerate(phase):
+                if early:
+                    a = a * before[i][:, :, None]
+                else:
+                    b = b * after[i]
+            if not binds:  # no window: (t0, t1) and (t1, t2) independent given t1
+                by_t0 += _sum(a * _sum(b, axis=2)[:, None, :], axis=2)
+                if full_end:
+                    by_t2 += _sum(b * _sum(a, axis=1)[:, :, None], axis=1)
+                else:
+                    last_mass += (b[rows, :, kl] * _sum(a, axis=1)).sum(axis=1)
+                continue
+            upto = np.cumsum(b, axis=2)  # B(t1, u), u over t2's points, left to right
+            reach = _gather(upto, grid.vlb[:, 2], t0 + window - 1)  # (m, t1, t0)
+            by_t0 += _sum(a * reach.transpose(0, 2, 1), axis=2)
+            if full_end:  # from t2 back: sum over t0 >= t2 - W + 1
+                suffix = np.cumsum(a[:, ::-1, :], axis=1)[:, ::-1, :].transpose(0, 2, 1)
+                by_t2 += _sum(b * _gather(suffix, grid.vlb[:, 0], t2 - window + 1, True), axis=1)
+            else:
+                last_mass += (b[rows, :, kl] * np.matmul(in_window[:, None, :], a)[:, 0, :]).sum(1)
+        conf = _sum(by_t0, axis=1)
+        start = t0[rows, np.argmax(by_t0 > 0, axis=1)]
+        if full_end:
+            k = by_t2.shape[1] - 1 - np.argmax((by_t2 > 0)[:, ::-1], axis=1)
+            return conf, start, t2[rows, k]
+        end = t2[rows, kl]
+        redo = np.flatnonzero((last_mass == 0) & (conf > 0))  # no match ends at kl
+        if len(redo):
+            local = _local(gaps, redo, m)
+            end[redo] = self._batch(idx[redo], vlb[redo], vub[redo], local, xs[redo], True)[2]
+        return conf, start, end
+
+
+def _local(gaps, rows: np.ndarray, m: int):
+    """(signature, event, kind) triples of `rows`, renumbered 0.. in the order of rows."""
+    keep = np.full(m, -1)
+    keep[rows] = np.arange(len(rows))
+    return [(keep[a][keep[a] >= 0], x[keep[a] >= 0], k[keep[a] >= 0]) for a, x, k in gaps]
+
+
+def _by_rank(a, x, kinds):
+    """The (signature, event, kind) triples in groups with each signature at most once,
+    the events of a signature in their order."""
+    order = np.argsort(a, kind="stable")
+    a, x, kinds = a[order], x[order], kinds[order]
+    rank = np.arange(len(a)) - np.searchsorted(a, a, "left")
+    for r in range(int(rank.max()) + 1 if len(rank) else 0):
+        k = rank == r
+        yield a[k], x[k], kinds[k]
+
+
+def _gather(values, base, at, suffix=False):
+    """values[m, i, at[m, k] - base[m]] -> (m, i, k) for running sums over a grid: 0
+    before it and the last value after it, or for suffix sums 0 after it and the first
+    value before it."""
+    pos = at - base[:, None]
+    inside = pos < values.shape[2] if suffix else pos >= 0
+    pos = np.clip(pos, 0, values.shape[2] - 1)
+    pos = np.broadcast_to(pos[:, None, :], (*values.shape[:2], pos.shape[1]))
+    return np.where(inside[:, None, :], np.take_along_axis(values, pos, axis=2), 0.0)
 
 
 BELOW_ONE = float(np.nextafter(1.0, 0.0))
