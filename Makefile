@@ -69,6 +69,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.python_starts
 	$(BIN)/python -m benchmarks.recording_cost
 	$(BIN)/python -m benchmarks.episodes
+	$(BIN)/python -m benchmarks.episodes_nab
 	$(BIN)/python -m benchmarks.imprecise
 	$(BIN)/python -m benchmarks.match_recognize
 	$(BIN)/python -m benchmarks.before_after

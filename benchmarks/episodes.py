@@ -18,7 +18,7 @@ Every algorithm runs the same compiled rules over the same events in this proces
 tables give seconds, the ratio to the CBS-Tree, and the rows (equal for all three: the
 min-latest occurrences). Memory is what the state holds after the stream: the CBS-Tree
 and DirectMatch hold the events of the largest window (and the tree's sets), ToFel one
-queue per vertex of each rule; all three hold each rule's rejected instances.
+queue per vertex of each rule; all three hold each predicate's rejected instances.
 
     python -m benchmarks.episodes [--episodes 2000] [--events 4000] [--quick]
 
@@ -272,7 +272,9 @@ def write(rows: list[dict], args) -> None:
         "",
         "What the state holds after the stream (AveW=500): event slots (L, the largest "
         "window in events), the CBS-Tree's node sets (symbol counts and times), ToFel's "
-        "queue entries, and the rejected instances every algorithm keeps per rule.",
+        "queue entries, and the rejected instances every algorithm keeps per predicate "
+        "(rules that differ only in what they predict share them; the episodes drawn here "
+        "hardly ever do).",
         "",
         "L follows the largest window drawn (more episodes, a longer longest window), not the "
         "number of rules.",

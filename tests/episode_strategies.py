@@ -31,10 +31,16 @@ def rule_files(draw, max_rules: int = 3):
     tiebreak = draw(st.sampled_from([None, None, None, "seq"]))
     rules, texts = [], []
     for i in range(draw(st.integers(1, max_rules))):
-        symbols, edges = draw(dag())
-        window = draw(st.integers(1, 6))
+        if rules and draw(st.integers(0, 3)) == 0:
+            # Another consequent of an earlier rule's predicate, as mine-rules writes them.
+            same = draw(st.sampled_from(rules))
+            symbols, edges, window = same.symbols, same.edges, same.window
+        else:
+            symbols, edges = draw(dag())
+            window = draw(st.integers(1, 6))
         rule_window = window + draw(st.integers(0, 4))
-        rule = OracleRule(f"r{i}", symbols, edges, window, rule_window)
+        predict = draw(st.sampled_from("WXYZ"))
+        rule = OracleRule(f"r{i}", symbols, edges, window, rule_window, predict)
         rules.append(rule)
         texts.append(rule_text(rule, key, tiebreak))
     return "\n".join(texts), rules, key, tiebreak

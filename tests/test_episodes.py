@@ -26,7 +26,7 @@ from sparkcep.plan import Options, analyze, plan_queries
 
 ENGINES = engines()
 ALGORITHMS = ("episodes", "tofel", "directmatch")
-COLUMNS = ["query", "ids", "t_s", "t_e", "after", "before"]
+COLUMNS = ["query", "ids", "t_s", "t_e", "predict", "after", "before"]
 
 
 def algorithm_rows(frame: pd.DataFrame, text: str, algorithm: str, key: str | None) -> list[tuple]:
@@ -328,6 +328,30 @@ def test_many_rules_of_one_partitioning_run_in_one_program():
     other = "RULE x: EPISODE (A a) WHERE [seq] WITHIN 2 PREDICT C WITHIN 2;"
     plans, names = plan_queries(text + other, None, options)
     assert len(compile_jobs(plans, names, options)) == 2  # another key: another program
+
+
+def test_rules_of_one_predicate_report_as_each_rule_alone():
+    # mine-rules writes one rule per consequent: CBR runs once per predicate and its
+    # occurrences are each of its rules' rows; the rejected instances are shared too.
+    frame = random_events(n=300, seed=7)
+    bodies = [
+        "EPISODE (A a, B b, C c; a -> c, b -> c) WHERE [k] WITHIN 6",
+        "EPISODE (B b, C c) WHERE [k] WITHIN 4",
+        "EPISODE (D d, A a; d -> a) WHERE [k] WITHIN 5",
+    ]
+    rules = [
+        f"RULE p{i}_{c}: {body} PREDICT {c} WITHIN {7 + j} CONFIDENCE 0.{j + 5}"
+        for j, c in enumerate("WXYZ")
+        for i, body in enumerate(bodies)
+    ]
+    program = compile_one(";\n".join(rules), frame)
+    assert len(program.rules) == 12 and len(program.rules.predicates) == 3
+    for algorithm in ALGORITHMS:
+        together = engine_rows(frame, ";\n".join(rules), algorithm=algorithm)
+        alone = pd.concat([engine_rows(frame, rule, algorithm=algorithm) for rule in rules])
+        alone = alone.sort_values(["query", "k", "t_e", "t_s"], kind="stable")
+        assert len(together) > 100, algorithm
+        pd.testing.assert_frame_equal(together, alone.reset_index(drop=True), obj=algorithm)
 
 
 def test_the_tree_is_shared_the_queues_are_not():

@@ -96,6 +96,28 @@ class Meter:
         self.found += matches
         self.check()
 
+    def hold_each(self, nbytes: int, count: int) -> None:
+        """`count` matches of `nbytes` each: as `count` calls of hold(nbytes, 1), in one
+        step while they fit (it stops at the same match).
+
+        >>> meter = Budget(memory=2**20).meter()
+        >>> meter.hold_each(2**18, 3)
+        >>> meter.hold_each(2**18, 5)
+        Traceback (most recent call last):
+        ...
+        sparkcep.budget.TooManyMatches: stopped after 5 matches: holding more would exceed \
+the memory budget of 1 MB; give a key (WHERE [k]), a smaller window, or --max-matches N, \
+or raise --memory-budget
+        """
+        fit = count if nbytes <= 0 else max(0, (self.budget.memory - self.held) // nbytes)
+        if fit >= count:
+            self.held += count * nbytes
+            self.found += count
+            return
+        self.held += fit * nbytes
+        self.found += fit
+        self.hold(nbytes, matches=1)  # the first that does not fit: stops
+
     def release(self, nbytes: int) -> None:
         self.held -= nbytes
 

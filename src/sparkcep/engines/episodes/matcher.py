@@ -1,11 +1,12 @@
 """One partition's events, instant by instant, through one of the three algorithms.
 
 Each instant's events are added to the segment (the ring and, for CBS-Tree, the tree);
-then every rule whose sink symbol arrived is retrieved with CBR from the index the
+then every predicate whose sink symbol arrived is retrieved with CBR from the index the
 algorithm uses — the CBS-Tree (DirectMatch while fewer than L events have arrived),
 DirectMatch's scan, or ToFel's queues — and a found min-latest occurrence replaces the
-rule's rejected instances. A row is reported when the instant is owned (Spark's time
-ranges; always, otherwise).
+predicate's rejected instances. Rules with one predicate share its occurrences
+(`RuleSet.predicates`): each is found once and reported for every one of them. A row is
+reported when the instant is owned (Spark's time ranges; always, otherwise).
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ MAX_START_CAPACITY = 1024
 
 @dataclass
 class Found:
-    """A min-latest occurrence: the rule, its events' positions and the instant's end."""
+    """A min-latest occurrence of a predicate, one row for each of its `rules`: the ids
+    of its events (in vertex order) and its first and last time."""
 
-    rule: int
-    positions: list[int]
-    ids: list
+    rules: tuple[int, ...]
+    ids: np.ndarray
     start_time: object
     end_time: object
 
@@ -70,7 +71,8 @@ class Matcher:
         self.budget = budget or Budget()  # the occurrences a `feed` holds count against it
         self.rules = rules
         self.algorithm = algorithm
-        self.cbr = [CBR(rule) for rule in rules.rules]
+        # One CBR per predicate, on its first rule (its rules differ in the consequent only).
+        self.cbr = [CBR(rules[members[0]]) for members in rules.predicates]
         self.tofel = ToFel(rules) if algorithm == "tofel" else None
 
     def feed(
@@ -91,8 +93,9 @@ class Matcher:
             mine = owned is None or bool(owned[b - 1])
             before = len(found)
             self._instant(seg, symbols[a:b], ticks[a], times[a:b], ids[a:b], mine, found)
-            for occurrence in found[before:]:  # its ids, positions, start, end and rule
-                meter.hold((3 + 2 * len(occurrence.ids)) * CELL_BYTES, matches=1)
+            for occurrence in found[before:]:  # a row per rule: ids, positions, times, rule
+                size = (3 + 2 * len(occurrence.ids)) * CELL_BYTES
+                meter.hold_each(size, len(occurrence.rules))
         return found
 
     def _start_capacity(self) -> int:
@@ -106,28 +109,35 @@ class Matcher:
             grow_for(seg, tick, self.rules.max_window)
             push(seg, s, tick, first, t, i)
         lows = _Lows(seg, tick)
+        rules = self.rules
         if self.tofel is not None:
             positions = range(first, seg.count)
-            triggered = self.tofel.arrive(seg, positions, symbols, first, lows)
+            triggered_rules = self.tofel.arrive(seg, positions, symbols, first, lows)
+            # A predicate's rules keep the same queues: they are triggered together.
+            triggered = sorted({rules.predicate_of[r] for r in triggered_rules})
             arrived = None  # a sink's new event may not be kept: ToFel looks in its queues
         else:
             arrived = {s: first + i for i, s in enumerate(symbols)}
-            triggered = self.rules.triggered(arrived)
+            triggered = rules.triggered(arrived)
         rt = seg.count - 1
         shared = self._shared(seg) if triggered and self.tofel is None else None
-        for r in triggered:
-            index = shared or self.tofel.index(seg, r)
-            cbr = self.cbr[r]
-            low = lows[self.rules[r].window]
-            pos = cbr.match(index, low, rt, seg.rejected.get(r, ()), arrived)
+        for p in triggered:
+            members = rules.predicates[p]
+            # The predicate's rejected instances are kept under its first rule: a state
+            # stored when every rule kept its own reads back the same.
+            lead = members[0]
+            index = shared or self.tofel.index(seg, lead)
+            cbr = self.cbr[p]
+            low = lows[cbr.rule.window]
+            pos = cbr.match(index, low, rt, seg.rejected.get(lead, ()), arrived)
             if pos is None:
                 continue
-            seg.rejected[r] = tuple(sorted(cbr.rejected(index, pos)))
+            seg.rejected[lead] = tuple(sorted(cbr.rejected(index, pos)))
             if mine:
                 cap = seg.capacity
-                ids = [seg.ident[p % cap] for p in pos]
+                ids = seg.ident[[q % cap for q in pos]]
                 start, end = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
-                found.append(Found(r, pos, ids, start, end))
+                found.append(Found(members, ids, start, end))
 
     def _shared(self, seg: Segment) -> SharedAnswers:
         """One index for every rule of the instant: the CBS-Tree (DirectMatch while

@@ -13,6 +13,9 @@ window, and the rule's `confidence` when the rules carry one.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import itertools
 from dataclasses import dataclass, field
 
@@ -216,13 +219,18 @@ class EpisodeProgram(Program):
     def process(self, state: EpisodeState, events: pd.DataFrame, *, owned=None) -> pd.DataFrame:
         if not len(events):
             return self.empty(events)
+        with _collector_paused():
+            return self._process(state, events, owned)
+
+    def _process(self, state: EpisodeState, events: pd.DataFrame, owned) -> pd.DataFrame:
         ticks = frame_ticks(events, self.options.time_col)
         symbols = self.symbols_of(events)
         times = events[self.options.time_col].to_numpy()
         ids = events[self.id_col].to_numpy()
         ties = events[self.tiebreak].to_numpy() if self.tiebreak else None
         seg_cols = self.segments_of(events)
-        rows: list[tuple[int, Found]] = []
+        found: list[Found] = []
+        at: list[int] = []  # each occurrence's partition, as the row of its first event
         for a, b in _segments(events, seg_cols):
             key = tuple(_plain(events[c].iloc[a]) for c in seg_cols)
             if any(v is None for v in key):
@@ -233,13 +241,14 @@ class EpisodeProgram(Program):
             rel = a + np.flatnonzero(symbols[a:b] >= 0)
             if len(rel):
                 starts = _instants(ticks[rel], None if ties is None else ties[rel])
-                found = self.matcher.feed(
+                here = self.matcher.feed(
                     seg, symbols[rel], ticks[rel], starts, times[rel], ids[rel],
                     None if owned is None else np.asarray(owned)[rel],
                 )  # fmt: skip
-                rows += [(a, f) for f in found]
+                found += here
+                at += [a] * len(here)
             state.segments[key] = seg
-        return self._rows(events, rows)
+        return self._rows(events, found, at)
 
     def advance(self, state: EpisodeState, to: int) -> pd.DataFrame:
         """No event before `to` will come: partitions whose events are all older than
@@ -264,31 +273,70 @@ class EpisodeProgram(Program):
         if back or (len(ticks) > 1 and (np.diff(ticks) < 0).any()):
             raise DataError("a partition's events must arrive in time order")
 
-    def _rows(self, events: pd.DataFrame, rows: list[tuple[int, Found]]) -> pd.DataFrame:
-        if not rows:
+    def _rows(self, events: pd.DataFrame, found: list[Found], at: list[int]) -> pd.DataFrame:
+        """A row for each rule of each occurrence, built a column at a time from arrays: a
+        mined rule set gives dozens of rows per event (one per consequent of a predicate),
+        and Python objects made row by row were most of the engine's time. Each row has its own
+        `vertices` and `ids` lists (a user may change one)."""
+        if not found:
             return self.empty(events)
-        rules = self.rules
-        time_dtype = events[self.options.time_col].dtype
-        found = [f for _, f in rows]
+        columns = self._rule_columns
+        per_occurrence = np.fromiter((len(f.rules) for f in found), np.int64, len(found))
+        occurrence = np.repeat(np.arange(len(found)), per_occurrence)  # of each row
+        rule = np.fromiter(
+            itertools.chain.from_iterable(f.rules for f in found), np.int64, len(occurrence)
+        )
         out: dict[str, object] = {}
         if self.names is not None:
-            out[QUERY] = [rules[f.rule].name for f in found]
+            out[QUERY] = columns["name"][rule]
         for k in self.partition_cols:
-            out[k] = pd.Series([events[k].iloc[a] for a, _ in rows], dtype=events[k].dtype)
+            out[k] = events[k].iloc[np.asarray(at)[occurrence]].reset_index(drop=True)
+        time_dtype = events[self.options.time_col].dtype
         starts = pd.Series([f.start_time for f in found], dtype=time_dtype)
         ends = pd.Series([f.end_time for f in found], dtype=time_dtype)
-        out["t_s"] = starts
-        out["t_e"] = ends
-        out["vertices"] = [list(self.specs[f.rule].vertices) for f in found]
-        out["ids"] = [[_plain(i) for i in f.ids] for f in found]
-        out["predict"] = [rules[f.rule].predict for f in found]
+        out["t_s"] = starts = starts.take(occurrence).reset_index(drop=True)
+        out["t_e"] = ends = ends.take(occurrence).reset_index(drop=True)
+        vertices = columns["vertices"]
+        out["vertices"] = [vertices[r].copy() for r in rule.tolist()]  # a row's own list
+        ids = [_plain_ids(f.ids) for f in found]  # once per occurrence, copied for each row
+        out["ids"] = [ids[o].copy() for o in occurrence.tolist()]
+        out["predict"] = columns["predict"][rule]
         out["after"] = ends.copy()
-        out["before"] = _plus(starts, [rules[f.rule].rule_window for f in found])
+        out["before"] = _plus(starts, columns["rule_window"][rule])
         if any(c.name == "confidence" for c in self.output):
-            out["confidence"] = pd.array([rules[f.rule].confidence for f in found], "Float64")
-            out["confidence"] = out["confidence"].astype("float64")
+            out["confidence"] = columns["confidence"][rule]
         frame = pd.DataFrame(out)
         return sort_rows(frame[[c.name for c in self.output]], self.order)
+
+    @functools.cached_property
+    def _rule_columns(self) -> dict[str, object]:
+        """What a row takes from its rule, per rule, for `_rows` to index."""
+        rules = self.rules.rules
+        confidence = pd.array([r.confidence for r in rules], "Float64").astype("float64")
+        return {
+            "name": np.array([r.name for r in rules], dtype=object),
+            "vertices": [list(spec.vertices) for spec in self.specs],
+            "predict": np.array([r.predict for r in rules], dtype=object),
+            "rule_window": np.array([r.rule_window for r in rules], dtype=np.int64),
+            "confidence": np.asarray(confidence, dtype=np.float64),
+        }
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector waits while a batch runs, and is then as it was.
+    The rows' lists (each row's ids) are new objects by the ten thousand: they set off
+    full collections, each walking every object of the process (the parsed rules too),
+    which took longer than the matching (2,522 rules on 1,323 traffic events: 0.17 s
+    with the collector waiting, 0.36 to 0.5 s without). A batch leaves a few dozen
+    objects in reference cycles at most: they are collected after it."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _segments(events: pd.DataFrame, cols: list[str]) -> list[tuple[int, int]]:
@@ -333,10 +381,21 @@ def _plain(v):
     return v
 
 
-def _plus(times: pd.Series, ticks: list[int]) -> pd.Series:
+def _plain_ids(ids: np.ndarray) -> list:
+    """Ids as plain Python values (`_plain`): integers in one numpy call."""
+    if ids.dtype.kind in "iub":
+        return ids.tolist()
+    return [_plain(i) for i in ids]
+
+
+def _plus(times: pd.Series, ticks: np.ndarray) -> pd.Series:
     """time + a window in ticks (microseconds for timestamps); past the range of
     timestamps, null."""
     if pd.api.types.is_datetime64_any_dtype(times.dtype):
+        try:  # one vectorised add; past the range, value by value
+            return (times + pd.to_timedelta(ticks, unit="us")).astype(times.dtype)
+        except (OverflowError, ValueError):
+            pass
         out = []
         for t, w in zip(times, ticks):
             try:

@@ -1,6 +1,7 @@
 """Episode rules compiled together: one symbol table, each rule's DAG as index lists,
-and the indexes an arriving event is looked up in (the rules a symbol can end, for
-CBS-Tree and DirectMatch; every vertex of a symbol, for ToFel)."""
+the rules grouped by predicate, and the indexes an arriving event is looked up in (the
+predicates a symbol can end, for CBS-Tree and DirectMatch; every vertex of a symbol, for
+ToFel)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,16 @@ class RuleSet:
     ((2, 1, 0), (2,))
     >>> sorted(rules.ordered_pairs)  # W, X before Y; X before Z (either way round)
     [(0, 2), (1, 2), (1, 3), (2, 0), (2, 1), (3, 1)]
+
+    Rules that differ only in what they predict share a predicate (mine-rules writes one
+    rule per consequent):
+
+    >>> rules = RuleSet([analyze("EPISODE (X x, Y y; x -> y) WITHIN 5 PREDICT Z WITHIN 9"),
+    ...                  analyze("EPISODE (Y y, X x) WITHIN 5 PREDICT Z WITHIN 9"),
+    ...                  analyze("EPISODE (X a, Y b; a -> b) WITHIN 5 PREDICT W WITHIN 5")],
+    ...                 ["xy_z", "yx_z", "xy_w"])
+    >>> rules.predicates, rules.predicate_of, rules.predicates_by_sink
+    ([(0, 2), (1,)], (0, 1, 0), {1: (0, 1), 0: (1,)})
     """
 
     def __init__(self, plans: Sequence[Plan], names: Sequence[str | None]):
@@ -74,6 +85,7 @@ class RuleSet:
                     a, b = rule.symbols[u], rule.symbols[v]
                     self.ordered_pairs |= {(a, b), (b, a)}
         self.by_sink = {s: tuple(dict.fromkeys(rs)) for s, rs in sink_lists.items()}
+        self._group_by_predicate()
         self.by_vertex = {s: tuple(vs) for s, vs in vertex_lists.items()}
         self.max_window = max(r.window for r in self.rules)
         self.windows = sorted({r.window for r in self.rules})
@@ -91,12 +103,38 @@ class RuleSet:
     def __len__(self) -> int:
         return len(self.rules)
 
+    def _group_by_predicate(self) -> None:
+        """`predicates`: the rules of each distinct predicate (symbols, edges and window),
+        in rule order, the predicates in the order of their first rule; `predicate_of`:
+        each rule's predicate; `predicates_by_sink`: the predicates a symbol can end.
+
+        Rules with one predicate have the same occurrences and rejected instances (what
+        they predict plays no part in either), so CBR runs once per predicate and each
+        occurrence it finds is a row of every one of its rules. mine-rules writes one rule
+        per consequent: 2,522 rules mined from the traffic detectors have 183 predicates."""
+        index: dict[tuple, int] = {}
+        members: list[list[int]] = []
+        predicate_of = []
+        for r, rule in enumerate(self.rules):
+            # The edges as successor lists decide everything else CBR reads (predecessors,
+            # sinks; any topological order retrieves the same occurrence).
+            p = index.setdefault((rule.symbols, rule.succ, rule.window), len(index))
+            if p == len(members):
+                members.append([])
+            members[p].append(r)
+            predicate_of.append(p)
+        self.predicates: list[tuple[int, ...]] = [tuple(rs) for rs in members]
+        self.predicate_of: tuple[int, ...] = tuple(predicate_of)
+        self.predicates_by_sink: dict[int, tuple[int, ...]] = {
+            s: tuple(dict.fromkeys(predicate_of[r] for r in rs)) for s, rs in self.by_sink.items()
+        }
+
     def triggered(self, symbols) -> list[int]:
-        """The rules a set of arriving symbols can end (a sink's symbol arrived), in
-        rule order."""
+        """The predicates a set of arriving symbols can end (a sink's symbol arrived), in
+        order."""
         found: set[int] = set()
         for s in symbols:
-            found.update(self.by_sink.get(s, ()))
+            found.update(self.predicates_by_sink.get(s, ()))
         return sorted(found)
 
 

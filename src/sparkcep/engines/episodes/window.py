@@ -3,10 +3,10 @@
 `Segment` is the state of one partition of the stream: the last L events that can still
 take part in an occurrence (a ring: position p is in slot p mod L), each with its symbol,
 time in ticks, the position where its instant starts, its time value and its id; the
-rejected instances of each rule (Definition 3); ToFel's queues when ToFel runs. Positions
-number the partition's relevant events 0, 1, 2, ... in processing order; an *instant* is
-a run of events with equal time (and tie-break value), and an edge u -> v needs u's event
-at an earlier instant than v's.
+rejected instances of each predicate (Definition 3); ToFel's queues when ToFel runs.
+Positions number the partition's relevant events 0, 1, 2, ... in processing order; an
+*instant* is a run of events with equal time (and tie-break value), and an edge u -> v
+needs u's event at an earlier instant than v's.
 
 L grows (doubles) whenever the oldest event still inside the largest predicate window
 would be overwritten, so L is the largest predicate window measured in events.
@@ -37,7 +37,7 @@ class Segment:
     time: np.ndarray | None = None  # the time column's value
     ident: np.ndarray | None = None  # the event's id
     latest: int | None = None  # latest time seen in this partition, in ticks
-    rejected: dict = field(default_factory=dict)  # rule -> rejected positions
+    rejected: dict = field(default_factory=dict)  # predicate's first rule -> rejected positions
     kept: dict = field(default_factory=dict)  # ToFel: rule -> [kept positions per vertex]
 
     @staticmethod
