@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -181,3 +182,32 @@ def test_a_csv_of_timestamps_is_the_same_locally_and_in_spark(spark, capsys, tmp
         "2014-10-22T11:15:42.250000Z,1,1.5",
         "2014-10-22T11:15:51.500000Z,1,",
     ]
+
+
+# Floats on both sides of Java's plain range [1e-3, 1e7), in a column and in lists.
+LAID_OUT = [1e20, 1.5e-5, 12345678.9, 1e-4, 1e7, 9999999.0, 1e-3, 123.0, -2.5e-7, 1e300,
+            1e16, 0.1, 0.0, -0.0, 2e-3, 4.35e-4, 123456789012345.6]  # fmt: skip
+
+
+@pytest.mark.spark
+def test_json_lines_floats_are_the_same_bytes_locally_and_in_spark(spark, tmp_path):
+    frame = pd.DataFrame({"x": LAID_OUT, "xs": [[v, -v] for v in LAID_OUT]})
+    local = tmp_path / "local.jsonl"
+    write_pandas(frame, str(local))
+    sdf = spark.createDataFrame(frame, "x double, xs array<double>")
+    write_spark(sdf.coalesce(1), str(tmp_path / "spark.jsonl"), order=None)
+    assert (tmp_path / "spark.jsonl").read_bytes() == local.read_bytes()
+    assert [json.loads(line)["x"] for line in local.read_text().splitlines()] == LAID_OUT
+    assert local.read_text().splitlines()[0] == '{"x":1.0E20,"xs":[1.0E20,-1.0E20]}'
+
+
+@pytest.mark.spark
+def test_csv_floats_are_the_same_bytes_locally_and_in_spark(spark, tmp_path):
+    values = [*LAID_OUT, math.inf, -math.inf, math.nan]
+    frame = pd.DataFrame({"x": values, "n": range(len(values))})
+    local = tmp_path / "local.csv"
+    write_pandas(frame, str(local))
+    write_spark(spark.createDataFrame(frame, "x double, n long").coalesce(1), str(tmp_path / "s.csv"),
+                order=None)  # fmt: skip
+    assert (tmp_path / "s.csv").read_bytes() == local.read_bytes()
+    assert local.read_text().splitlines()[1] == "1.0E20,0"

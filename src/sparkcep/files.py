@@ -8,6 +8,7 @@ import glob
 import gzip
 import io
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from sparkcep.inputs import (
     READ_REASON,
     null_cells,
 )
-from sparkcep.jsonlines import TIME_FORMAT, json_bytes
+from sparkcep.jsonlines import TIME_FORMAT, java_double, json_bytes
 from sparkcep.sizes import FORMATS as FORMATS
 from sparkcep.sizes import UNKNOWN_RATIO as UNKNOWN_RATIO
 from sparkcep.sizes import data_bytes as data_bytes
@@ -449,6 +450,12 @@ def _not_utf8_rows(frame: pd.DataFrame, data: bytes) -> pd.DataFrame:
     return frame
 
 
+def _csv_double(v: float) -> str:
+    if v in (math.inf, -math.inf):
+        return "Infinity" if v > 0 else "-Infinity"
+    return java_double(v)
+
+
 def write_pandas(frame: pd.DataFrame, path: str) -> None:
     fmt = output_format(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -465,6 +472,8 @@ def write_pandas(frame: pd.DataFrame, path: str) -> None:
         for col in frame.columns:
             if pd.api.types.is_datetime64_any_dtype(frame[col].dtype):  # as Spark writes them
                 out[col] = frame[col].dt.strftime(TIME_FORMAT)
+            elif pd.api.types.is_float_dtype(frame[col].dtype):  # 1.0E20, as Spark writes it
+                out[col] = [None if v != v else _csv_double(v) for v in frame[col].tolist()]
             elif frame[col].dtype == object and frame[col].map(lambda v: isinstance(v, list)).any():
                 out[col] = frame[col].map(  # lists (only in object columns) as JSON text
                     lambda v: pd.io.json.ujson_dumps(v) if isinstance(v, list) else v

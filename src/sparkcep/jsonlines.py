@@ -3,13 +3,14 @@
 pandas' `to_json` rounds floats to 10 decimals (1e-11 becomes 0.0) and times to
 milliseconds. Here each column is encoded on its own, with Arrow where it can (its float
 to text is the shortest text that reads back as the same float), and the columns are
-joined into lines by Arrow. Infinities are written as Spark writes them ("Infinity").
+joined into lines by Arrow. Floats and infinities are laid out as Spark writes them
+(`1.0E-11`, `"Infinity"`), so a local and a Spark run write the same bytes.
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"v": [1e-11, 96.0], "n": pd.array([3, None], dtype="Int64"),
 ...                       "ids": [[1, 2], [3]], "s": ['a"b', None]})
 >>> print("\\n".join(json_lines(frame)))
-{"v":1e-11,"n":3,"ids":[1,2],"s":"a\\"b"}
+{"v":1.0E-11,"n":3,"ids":[1,2],"s":"a\\"b"}
 {"v":96.0,"n":null,"ids":[3],"s":null}
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -74,6 +76,11 @@ def _encode(col: pd.Series) -> pa.Array:
         whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
         text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
         text = text.to_numpy(zero_copy_only=False)
+        magnitude = np.abs(values)
+        outside = finite & (magnitude > 0) & ((magnitude < 1e-3) | (magnitude >= 1e7))
+        if outside.any():  # scientific notation, as Spark writes it
+            text = text.astype(object)
+            text[outside] = [java_double(v) for v in values[outside].tolist()]
         text = np.where(finite, text, np.where(values > 0, '"Infinity"', '"-Infinity"'))
         return pa.array(np.where(null, "null", text), pa.string())
     if pd.api.types.is_datetime64_any_dtype(dtype):
@@ -101,10 +108,28 @@ def _value(v) -> str:
         v = float(v)
         if math.isinf(v):
             return '"Infinity"' if v > 0 else '"-Infinity"'
-        return repr(v)
+        return java_double(v)
     if isinstance(v, pd.Timestamp):
         t = v.tz_convert("UTC").tz_localize(None) if v.tzinfo else v
         return f'"{t.strftime(TIME_FORMAT)}"'
     if isinstance(v, list | tuple | np.ndarray):
         return "[" + ",".join(_value(x) for x in v) + "]"
     return json.dumps(str(v) if not isinstance(v, str) else v, ensure_ascii=False)
+
+
+def java_double(v: float) -> str:
+    """A finite float as Spark's JSON writer (Java's Double.toString) lays it out, with
+    the shortest digits that read back as `v`: plain from 1e-3 to 1e7, with at least one
+    decimal; otherwise one digit, a point, the others, and `E` and the exponent.
+
+    >>> [java_double(v) for v in (96.0, 0.001, 1e20, 1.5e-05, 12345678.9, -0.0)]
+    ['96.0', '0.001', '1.0E20', '1.5E-5', '1.23456789E7', '-0.0']
+    """
+    magnitude = abs(v)
+    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
+        text = repr(v)
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(v)).as_tuple()
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) + int(exponent) - 1
+    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"
