@@ -115,9 +115,8 @@ def _compiled(schema, queries: list[str], algorithm: str, sharing: str):
     return program
 
 
-def chopped(queries: list[str]) -> int:
+def chopped(schema, queries: list[str]) -> int:
     """How many of the queries chop-connect cuts (under its cost rule)."""
-    _, schema = prepare(stocks(True).iloc[:10])
     program = _compiled(schema, queries, "aseq", "chop")
     return sum(len(qp.pieces) > 1 for qp in program.forest.queries)
 
@@ -240,7 +239,7 @@ class Bench:
                 key = "aseq_s" if mode == "none" else f"{mode.replace('-', '_')}_s"
                 row[key] = min(row.get(key, s_sec), s_sec)
         if "chop" in sharing_modes:
-            row["chopped"] = chopped(queries)
+            row["chopped"] = chopped(schema, queries)
         row["aseq_us_per_event"] = row["aseq_s"] / n * 1e6
         self.rows.append(row)
         print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
