@@ -39,7 +39,7 @@ def run_target(args: list[str]) -> tuple[str | None, str] | None:
     if not args or args[0] != "run":
         return None
     values: dict[str, list[str]] = {}
-    names = {"--input": "input", "-i": "input", "--master": "master"}
+    names = {"--input": "input", "-i": "input", "--master": "master", "--remote": "master"}
     for i, arg in enumerate(args[1:], 1):
         if arg in ("--local", "--help"):
             return None

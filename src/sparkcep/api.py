@@ -130,12 +130,15 @@ def _schema(data):
         from sparkcep.inputs import schema_of
 
         return schema_of(data)
+    from pyspark.sql.types import StructType
+
     from sparkcep.runners.spark.rows import kind_of_spark
 
-    fields = getattr(data, "fields", None) or getattr(getattr(data, "schema", None), "fields", None)
-    if fields is None:
+    # (a Spark Connect DataFrame gives a Column for any attribute it does not have)
+    schema = data if isinstance(data, StructType) else getattr(data, "schema", None)
+    if not isinstance(schema, StructType):
         raise TypeError(
             "explain(query, data): data is a Spark DataFrame, a StructType, a pandas "
             "DataFrame or a dict of column kinds"
         )
-    return {f.name: kind_of_spark(f.dataType) for f in fields}
+    return {f.name: kind_of_spark(f.dataType) for f in schema.fields}

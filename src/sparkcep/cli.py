@@ -33,6 +33,27 @@ app = typer.Typer(
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 out = Console()
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from sparkcep import __version__
+
+        print(f"sparkcep {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """The options of `sparkcep` itself, before the command."""
+
+
 QueryArg = Annotated[
     str, typer.Argument(help="A query file, or the query text itself (PATTERN ...).")
 ]
@@ -56,7 +77,12 @@ ColumnsOpt = Annotated[
     ),
 ]
 MasterOpt = Annotated[
-    str | None, typer.Option("--master", help="Spark master URL (default local[*]).")
+    str | None,
+    typer.Option(
+        "--master",
+        "--remote",
+        help="Spark master URL (default local[*]), or a Spark Connect server's (sc://host:port).",
+    ),
 ]
 
 
@@ -380,7 +406,9 @@ def _run_spark(text, input, output, rejected_path, options, reading, spark_opts,
     reasons = None
     if rejected and rejected >= result.checked.events_read:  # every row (a job, then only)
         reasons = _spark_reasons(result)
-    mode = f"Spark ({spark.sparkContext.master})"
+    from sparkcep.runners.spark.session import master_of
+
+    mode = f"Spark ({master_of(spark)})"
     if result.driver_checked:
         mode += f", rows checked in the driver (input under {result.driver_checked})"
     return Summary(
@@ -643,6 +671,14 @@ def stream(
 ):
     """Run queries continuously over a stream of event files, exactly once."""
     started = time.time()
+    if master is not None and master.startswith("sc://"):
+        # Each micro-batch's rows are written, and counted for the summary, by a function
+        # of this process: through Spark Connect that function would run on the server.
+        raise SparkcepError(
+            "sparkcep stream runs on a local or cluster master, not through Spark Connect: "
+            "there, call sparkcep.stream(streaming_df, query) and start its DataFrames' "
+            "writeStream yourself (docs/spark.md)"
+        )
     text = _pick(_query_text(query), name)
     options = _query_options(text, options)
     sinks = StreamSinks(

@@ -213,7 +213,9 @@ class _SparkLevels:
         s, checked = self.settings, self.checked
         before, after = s.window_ticks, s.rule_window_ticks
         span = (checked.max_tick or 0) - (checked.min_tick or 0) + 1
-        parts = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        from sparkcep.runners.spark.batch import matching_partitions
+
+        parts = matching_partitions(events.sparkSession, checked.events_read)
         length = max(before, after, 1, -(-span // max(parts, 1)))
         t0 = checked.min_tick or 0
         t = F.col(TICKS)

@@ -49,7 +49,8 @@ from sparkcep.runners.spark.rows import (
     schema_of,
     spark_type,
 )
-from sparkcep.runners.spark.session import spark_session
+from sparkcep.runners.spark.session import default_parallelism, is_connect, spark_session
+from sparkcep.runners.spark.workers import check_worker_python
 from sparkcep.timeunits import implausible_times
 
 __all__ = ["SparkRun", "aggregate", "match", "run", "spark_session"]
@@ -66,7 +67,8 @@ class SparkRun:
     order: list[str] = field(default_factory=list)
     max_matches: int | None = None
     programs: list[Program] = field(default_factory=list)
-    tied: Accumulator | None = None  # events sharing an instant, counted as the rows are made
+    # events sharing an instant, counted as the rows are made (`.value` after the job)
+    tied: Accumulator | ObservedTies | None = None
     # The rejected rows in pandas when the input was checked in the driver (then
     # `rejected` is None): runners/spark/driver_check.py.
     rejected_rows: pd.DataFrame | None = None
@@ -134,6 +136,7 @@ def execute(
     Spark keeps for it. With `one_pass` (a caller that calls `SparkRun.settle()` after
     the job that reads the rows, before it uses them), a run of one keyed program checks
     its rows on their way to the matcher (`one_pass`): nothing is kept."""
+    check_worker_python(df.sparkSession)  # (once a session)
     head = source.head if source is not None else None
     if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
         df = df.withColumn(ORDER_COL, F.monotonically_increasing_id())
@@ -191,12 +194,14 @@ def matched(
     time range into Spark partitions (the rows, lazy)."""
     spark = checked.valid.sparkSession
     if partitions is None:
-        partitions = matching_partitions(spark)
+        partitions = matching_partitions(spark, checked.events_read - checked.first_rejected)
     outs, texts, parts = [], [], 0
-    tied = spark.sparkContext.accumulator(0)
+    tied = ObservedTies() if is_connect(spark) else spark.sparkContext.accumulator(0)
     for program in programs:
         events, layout = _laid_out(program, checked, partitions)
         schema_out = output_schema(program, checked.valid.schema)
+        if isinstance(tied, ObservedTies):
+            schema_out = schema_out.add(TIED, T.LongType())
         events, names = pandas_ready(events)
         outs.append(events.mapInPandas(ProgramMapper(program, layout, tied, names), schema_out))
         texts.append(layout.text)
@@ -204,6 +209,8 @@ def matched(
     rows = outs[0]
     for other in outs[1:]:
         rows = rows.unionByName(other, allowMissingColumns=True)
+    if isinstance(tied, ObservedTies):
+        rows = tied.observed(rows)
     order = [QUERY] if len(programs) > 1 else list(programs[0].order)
     rejected = checked.rejected  # None: checked in the driver (its rows: rejected_rows)
     if rejected is not None:
@@ -214,12 +221,47 @@ def matched(
     )  # fmt: skip
 
 
-def matching_partitions(spark) -> int:
-    """Spark partitions of the matching stage: at least one per core (Spark's default
-    parallelism), more when `spark.sql.shuffle.partitions` asks for more. The shuffle by
-    key names its number of partitions, so adaptive execution keeps them all."""
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return max(shuffle, spark.sparkContext.defaultParallelism)
+# The matching stage's partitions: two a core, so that a partition slower than the others
+# does not leave cores idle; a small input fewer, down to MIN_PARTITIONS (a task has a
+# fixed cost: a session's default 200 shuffle partitions took 18 s on 20 rows, 2 took 3 s).
+EVENTS_PER_PARTITION = 100_000
+MIN_PARTITIONS = 4
+
+
+TIED = "__sparkcep_tied"  # the column of a Connect run's tie counts (ObservedTies)
+
+
+class ObservedTies:
+    """The tie count of a run on a Spark Connect session, which has no accumulators: each
+    task's mapper adds a row of its own holding its count in the column TIED (null in
+    every match); the rows are summed by an observation as the job runs, then dropped.
+    `value` reads the sum once an action has run the rows."""
+
+    def __init__(self):
+        from pyspark.sql import Observation
+
+        self.observation = Observation("sparkcep_tied")
+
+    def observed(self, rows: DataFrame) -> DataFrame:
+        tied = F.coalesce(F.sum(F.col(TIED)), F.lit(0)).alias("tied")
+        rows = rows.observe(self.observation, tied)
+        return rows.filter(F.col(TIED).isNull()).drop(TIED)
+
+    @property
+    def value(self) -> int:
+        return int(self.observation.get.get("tied") or 0)
+
+
+def matching_partitions(spark, events: int | None = None) -> int:
+    """Spark partitions of the matching stage: two per core (Spark's default
+    parallelism), fewer for an input of under EVENTS_PER_PARTITION events a partition
+    (not under MIN_PARTITIONS). `spark.sql.shuffle.partitions` does not count: its default
+    of 200 is a setting for joins of large tables. The shuffle by key names its number
+    of partitions, so adaptive execution keeps them all."""
+    most = 2 * max(1, default_parallelism(spark))
+    if events is None:
+        return most
+    return min(most, max(MIN_PARTITIONS, -(-events // EVENTS_PER_PARTITION)))
 
 
 def _widest(valid: DataFrame, spec, options: Options) -> int | None:
@@ -340,12 +382,15 @@ class ProgramMapper:
     CHUNK_ROWS = 500_000
 
     def __init__(
-        self, program: Program, layout: Layout, tied: Accumulator | None = None,
+        self, program: Program, layout: Layout, tied: Accumulator | ObservedTies | None = None,
         names: list[str] | None = None,
     ):  # fmt: skip
         self.program = program
         self.layout = layout
-        self.tied = tied
+        self.tied = tied if isinstance(tied, Accumulator) else None
+        # Connect: the ties counted here, handed to Spark as a row of their own (ObservedTies)
+        self.tie_rows = isinstance(tied, ObservedTies)
+        self.ties = 0
         self.names = names
         # The rows are cut between units the program's answer does not join: time ranges
         # and partitions (not segments: a count over every key's matches joins its
@@ -395,6 +440,7 @@ class ProgramMapper:
             frame = None if frame is None else frame.iloc[start:].reset_index(drop=True)
         if frame is not None and len(frame):
             yield from self._run(frame)
+        yield from self._tie_row()
 
     def _same_segment(self, frame: pd.DataFrame, at: int) -> np.ndarray:
         row = frame.iloc[at]
@@ -428,10 +474,26 @@ class ProgramMapper:
     def _run(self, frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
         mine = self._owned(frame)
         out = self.program.run(frame, owned=mine)
+        self._count_ties(frame, mine)
+        if len(out):
+            yield self._with_ties(out)
+
+    def _count_ties(self, frame: pd.DataFrame, mine) -> None:
         if self.tied is not None:
             self.tied.add(self.program.tied_events(frame, owned=mine))
-        if len(out):
-            yield out
+        elif self.tie_rows:
+            self.ties += self.program.tied_events(frame, owned=mine)
+
+    def _with_ties(self, out: pd.DataFrame, ties: int | None = None) -> pd.DataFrame:
+        """`out` with the column TIED when the ties go to Spark as a row (null: a match)."""
+        if self.tie_rows:
+            out = out.assign(**{TIED: pd.array([ties] * len(out), dtype="Int64")})
+        return out
+
+    def _tie_row(self) -> Iterator[pd.DataFrame]:
+        if self.tie_rows and self.ties:
+            columns = [c.name for c in self.program.output]
+            yield self._with_ties(pd.DataFrame({c: [None] for c in columns}), self.ties)
 
     def _part(self, state, frame: pd.DataFrame | None, last: bool = False):
         """A part of a large segment through `process` (and, for the `last`, `flush`),
@@ -441,13 +503,12 @@ class ProgramMapper:
             self._like = frame.iloc[:0]
             mine = self._owned(frame)
             outs.append(self.program.process(state, frame, owned=mine))
-            if self.tied is not None:
-                self.tied.add(self.program.tied_events(frame, owned=mine))
+            self._count_ties(frame, mine)
         if last:
             outs.append(self.program.flush(state))
         out = self.program.concat(outs, self._like)
         if len(out):
-            yield out
+            yield self._with_ties(out)
 
 
 @takes_options()

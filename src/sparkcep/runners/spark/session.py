@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from sparkcep.runners.spark.cds import archive_options
 from sparkcep.runners.spark.compiled_home import compiled_home
+from sparkcep.runners.spark.workers import is_connect, mark_checked
 
 SMALL_INPUT_BYTES = 40 * 2**20
 TINY_INPUT_BYTES = 2**20
@@ -60,6 +62,8 @@ def spark_session(
 
     `input_bytes` (the size of the input unpacked, when known before the start:
     files.data_bytes) picks a lighter driver for short runs: see `light_driver`."""
+    if master is not None and master.startswith("sc://"):
+        return connect_session(master, conf)
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None
@@ -105,11 +109,70 @@ def spark_session(
     builder = SparkSession.builder.config(map=settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if fresh:  # its workers run this Python (PYSPARK_PYTHON above): nothing to check
+        mark_checked(spark)
     # PySpark logs a failed query's error with its Java trace (JSON, to stderr); sparkcep
     # reports it in one line itself (sparkcep.failures).
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return spark
+
+
+def connect_session(url: str, conf: dict) -> SparkSession:
+    """A Spark Connect session on the server at `url` (`sc://host:port`): the server
+    has the JVM, the executors and the files; this process sends it plans. Settings
+    sparkcep gives its own sessions that a client may set are set on it (UTC above all:
+    times in output are written in the session's time zone)."""
+    _reachable(url)
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in {"spark.sql.session.timeZone": "UTC", **conf}.items():
+        spark.conf.set(key, str(value))
+    return spark
+
+
+def _reachable(url: str, timeout: float = 5.0) -> None:
+    """Raise a one-line error when nothing answers at the server's address: the Spark
+    Connect client would retry for minutes before it gives up."""
+    from sparkcep.errors import SparkcepError
+
+    address = url[len("sc://") :].split("/", 1)[0].split(";", 1)[0]
+    host, _, port = address.rpartition(":") if ":" in address else (address, "", "15002")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise SparkcepError(f"no Spark Connect server answers at {url} ({reason})") from None
+
+
+def default_parallelism(spark) -> int:
+    """Spark's default parallelism: the cores of a local master, the executors' cores on a
+    cluster. A Spark Connect session has no SparkContext to ask: there it is the number
+    of partitions Spark plans for a range of numbers (one call to the server, no job)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    given = spark.conf.get("spark.default.parallelism", None)
+    if given:
+        return int(given)
+    try:
+        plan = spark.range(1)._explain_string(extended=False)
+    except AttributeError:  # a later client without it: its output, printed
+        import contextlib
+        import io
+
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            spark.range(1).explain()
+        plan = printed.getvalue()
+    found = re.search(r"splits=(\d+)", plan)
+    return int(found.group(1)) if found else os.cpu_count() or 1
+
+
+def master_of(spark) -> str:
+    """The session's master (`local[2]`, `spark://...`, `yarn`)."""
+    if not is_connect(spark):
+        return spark.sparkContext.master
+    return f"{spark.conf.get('spark.master', None) or 'a server'}, through Spark Connect"
 
 
 JVM_NOTICES = (b"WARNING: Using incubator modules",)
@@ -212,7 +275,12 @@ class SparkProgress:
     def __init__(self, spark, show, *, after: float = 2.0, every: float = 0.5):
         import threading
 
-        self.tracker = spark.sparkContext.statusTracker()
+        self.connect = is_connect(spark)
+        self.spark = spark
+        # A Spark Connect session has no status tracker: the server reports its stages
+        # to a handler while an operation runs.
+        self.tracker = None if self.connect else spark.sparkContext.statusTracker()
+        self._reported: list = []  # the stages the server reported last (Connect)
         self.show = show
         self.after, self.every = after, every
         self.text = ""
@@ -225,13 +293,19 @@ class SparkProgress:
 
     def line(self) -> str | None:
         """The progress line now: the step, then the active stage and its tasks."""
-        stages = [self.tracker.getStageInfo(i) for i in self.tracker.getActiveStageIds()]
-        stages = [s for s in stages if s is not None]
+        if self.connect:
+            stages = [(s.stage_id, s.num_completed_tasks, s.num_tasks) for s in self._reported
+                      if not s.done]  # fmt: skip
+        else:
+            infos = [self.tracker.getStageInfo(i) for i in self.tracker.getActiveStageIds()]
+            stages = [(s.stageId, s.numCompletedTasks, s.numTasks) for s in infos if s]
         if not stages:
             return None
-        stage = max(stages, key=lambda s: s.stageId)
-        done, total = stage.numCompletedTasks, stage.numTasks
-        return f"{self.text} · Spark stage {stage.stageId}: {done}/{total} tasks"
+        stage, done, total = max(stages)
+        return f"{self.text} · Spark stage {stage}: {done}/{total} tasks"
+
+    def _report(self, stages, inflight_tasks, operation_id, done) -> None:
+        self._reported = [] if done or stages is None else list(stages)
 
     def _poll(self) -> None:
         import time
@@ -248,10 +322,14 @@ class SparkProgress:
                 self.show(text)
 
     def __enter__(self) -> SparkProgress:
+        if self.connect:
+            self.spark.registerProgressHandler(self._report)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.connect:
+            self.spark.removeProgressHandler(self._report)
         self._stop.set()
         self._thread.join(timeout=2 * self.every)
 

@@ -27,6 +27,7 @@ from sparkcep.failures import damaged_checkpoint, reading
 from sparkcep.files import check_headers, check_names, input_files
 from sparkcep.inputs import CORRUPT, null_cells, typed_columns
 from sparkcep.runners.spark.rows import spark_type
+from sparkcep.runners.spark.session import default_parallelism
 from sparkcep.runners.streaming.folder_source import FolderSource, text_rows
 
 TYPES_FILE = "sparkcep-types.json"
@@ -141,7 +142,7 @@ def read_folder(spark, folder: str, fmt: str, *, sep: str, columns: list[str] | 
         .option("headerless", "true" if columns else "false")
         .option("seen", str(Path(checkpoint) / SEEN_FILE) if checkpoint else "")
         .option("schema", schema.simpleString())
-        .option("cores", str(spark.sparkContext.defaultParallelism))
+        .option("cores", str(default_parallelism(spark)))
     )
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)

@@ -69,7 +69,8 @@ from sparkcep.runners.spark.rows import (
     text_cast,
     text_timestamp,
 )
-from sparkcep.runners.spark.session import setting
+from sparkcep.runners.spark.session import default_parallelism, setting
+from sparkcep.runners.spark.workers import check_worker_python
 from sparkcep.timeunits import NANOS, TIME_LIMIT, UNITS, implausible_times
 
 # applyInPandasWithState pads the frames a step yields with an all-null frame and joins
@@ -204,6 +205,7 @@ def stream(
     to files, exactly once. An integer time column needs its `time_unit` when the
     window or the lateness has a unit."""
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
+    check_worker_python(sdf.sparkSession)  # (once a session)
     return Stream(sdf, step, rows_schema)
 
 
@@ -919,7 +921,7 @@ def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: 
         checkpoint = os.path.abspath(checkpoint)
     spark = result.tagged.sparkSession
     if state_partitions is None:
-        state_partitions = min(BUCKETS, spark.sparkContext.defaultParallelism)
+        state_partitions = min(BUCKETS, default_parallelism(spark))
     rows = result.rows_in(bucket_layout(checkpoint, max(1, state_partitions)))
     query = rows.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
     if trigger == "available-now":
