@@ -290,7 +290,8 @@ PROGRESS_RUN = ["run", "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 3", "-i", "events
 def test_spark_progress_shows_on_a_terminal_only(sparkcep, spark, tmp_path, monkeypatch):
     """on a terminal, a run that lasts more than 2 s (here: from its start,
     so that a short run shows it) shows Spark's stage and tasks done; with stderr
-    captured (not a terminal), nothing of it is written."""
+    captured (not a terminal: a notebook, a log), a short run writes nothing of it, a
+    long one (here: from its start) plain lines."""
     import io
 
     from rich.console import Console
@@ -298,11 +299,19 @@ def test_spark_progress_shows_on_a_terminal_only(sparkcep, spark, tmp_path, monk
     from sparkcep import cli
     from sparkcep.runners.spark.session import SparkProgress
 
-    monkeypatch.setattr(SparkProgress.__init__, "__kwdefaults__", {"after": 0.0, "every": 0.01})
+    defaults = {**SparkProgress.__init__.__kwdefaults__, "after": 0.0, "every": 0.01}
+    monkeypatch.setattr(SparkProgress.__init__, "__kwdefaults__", defaults)
     progress_events(tmp_path, 20_000)
     done = sparkcep(*PROGRESS_RUN, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Spark stage" not in done.stderr + done.stdout
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.01)
+    done = sparkcep(*PROGRESS_RUN, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "Spark stage" in line]
+    assert lines and all(" tasks" in line and "\x1b" not in line for line in lines)
+    assert len(lines) == len(set(lines))  # each only when it changed
     terminal = io.StringIO()
     monkeypatch.setattr(cli, "err", Console(file=terminal, force_terminal=True, width=300))
     done = sparkcep(*PROGRESS_RUN, cwd=tmp_path)

@@ -503,29 +503,37 @@ def _spark_rows(result, output) -> int:
     )  # fmt: skip
 
 
-class _Steps:
-    """Progress steps shown on the status line only (stderr is not a terminal)."""
+# Where stderr is no terminal (a notebook's `!sparkcep run`, a job's log) a long run
+# writes its progress as plain lines: the first after this many seconds, then at most one
+# this often, each only when it changed.
+PLAIN_PROGRESS_AFTER = 10.0
+PLAIN_PROGRESS_EVERY = 10.0
 
-    def __init__(self, status):
-        self.status = status
 
-    def step(self, text: str) -> None:
-        self.status.update(text)
+class _PlainLines:
+    """Progress lines for a stderr that is no terminal: the step and Spark's stage."""
 
-    def __enter__(self):
-        return self
+    def __init__(self):
+        self.last: str | None = None
 
-    def __exit__(self, *exc) -> None:
-        pass
+    def __call__(self, text: str) -> None:
+        if text != self.last:
+            self.last = text
+            err.print(text, markup=False, highlight=False)
 
 
 def _progress(spark, status):
-    """Spark's progress (stage, tasks done) on the status line when stderr is a
-    terminal and the run lasts more than 2 s; otherwise the steps only."""
-    if not err.is_terminal:
-        return _Steps(status)
+    """Spark's progress (stage, tasks done): on the status line when stderr is a
+    terminal and the run lasts more than 2 s; else as plain lines
+    (PLAIN_PROGRESS_AFTER), which a notebook shows."""
     from sparkcep.runners.spark.session import SparkProgress
 
+    if not err.is_terminal:
+        lines = _PlainLines()
+        return SparkProgress(
+            spark, lines, after=PLAIN_PROGRESS_AFTER, every=PLAIN_PROGRESS_EVERY,
+            show_steps=False, on_step=status.update,
+        )  # fmt: skip
     return SparkProgress(spark, status.update)
 
 

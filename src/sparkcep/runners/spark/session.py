@@ -272,7 +272,10 @@ class SparkProgress:
     doing (the line's start). Polls from a daemon thread every `every` seconds.
     """
 
-    def __init__(self, spark, show, *, after: float = 2.0, every: float = 0.5):
+    def __init__(
+        self, spark, show, *, after: float = 2.0, every: float = 0.5, show_steps: bool = True,
+        on_step=None,
+    ):  # fmt: skip
         import threading
 
         self.connect = is_connect(spark)
@@ -282,6 +285,8 @@ class SparkProgress:
         self.tracker = None if self.connect else spark.sparkContext.statusTracker()
         self._reported: list = []  # the stages the server reported last (Connect)
         self.show = show
+        # show_steps False: a step is shown with the stage only (plain lines: not each)
+        self.show_steps, self.on_step = show_steps, on_step
         self.after, self.every = after, every
         self.text = ""
         self._stop = threading.Event()
@@ -289,7 +294,10 @@ class SparkProgress:
 
     def step(self, text: str) -> None:
         self.text = text
-        self.show(text)
+        if self.on_step is not None:
+            self.on_step(text)
+        if self.show_steps:
+            self.show(text)
 
     def line(self) -> str | None:
         """The progress line now: the step, then the active stage and its tasks."""
