@@ -3,6 +3,8 @@ by the package when first asked for (`sparkcep/__init__`)."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from sparkcep.errors import DataError, QueryError, SparkcepError  # noqa: F401
 from sparkcep.language.parser import parse, parse_file  # noqa: F401
 from sparkcep.plan import Options, Plan, analyze  # noqa: F401
@@ -54,6 +56,45 @@ def explain(queries, data=None, *, options: Options | None = None) -> str:
     from sparkcep.plan.match_recognize import query_options
 
     return explain_queries(queries, _schema(data), query_options(queries, options))
+
+
+@takes_options()
+def why(
+    data, query: str, *, options: Options | None = None, key=None, start=None, end=None,
+    near: int = 5,
+):  # fmt: skip
+    """Why a pattern query did not match (docs/why.md): a pandas DataFrame of the `near`
+    partial matches that got furthest, with the events each bound and why the next
+    component was not bound. `data` is a pandas DataFrame, or a Spark DataFrame (classic
+    or Spark Connect) whose events of `key` (and the time range, when given) are
+    brought to this process: at most WHY_MAX_ROWS of them."""
+    from sparkcep.misses import near_misses
+
+    if not isinstance(data, pd.DataFrame) and hasattr(data, "sparkSession"):
+        data = _spark_slice(data, query, options, key)
+    return near_misses(data, query, options, key=key, start=start, end=end, near=near)
+
+
+WHY_MAX_ROWS = 1_000_000
+
+
+def _spark_slice(df, query: str, options: Options, key):
+    """The events of a Spark DataFrame that `why` looks at, as pandas: the key's rows
+    only, when a key is given (filtered in Spark)."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.plan.analyzer import plan_queries
+
+    if key is not None:
+        schema = _schema(df)
+        plans, _ = plan_queries(query, schema, options)
+        wanted = key if isinstance(key, tuple) else (key,)
+        for col, value in zip(plans[0].key, wanted, strict=False):
+            df = df.filter(F.col(f"`{col}`").cast("string") == str(value))
+    rows = df.limit(WHY_MAX_ROWS + 1).toPandas()
+    if len(rows) > WHY_MAX_ROWS:
+        raise SparkcepError(f"why looks at more than {WHY_MAX_ROWS:,} events: give a key (key=...)")
+    return rows
 
 
 @takes_options()

@@ -286,6 +286,12 @@ def run(
     failure = summary.all_rejected()
     if failure:  # its line says why; warnings about the rows that matched are noise
         summary.warnings = []
+    elif not summary.rows and summary.label == "matches" and not is_match_recognize(text):
+        shown = query if os.path.exists(query) else "QUERY"
+        summary.warnings.append(
+            f"no match: `sparkcep why {shown} --input {input}` shows the partial matches "
+            "that got furthest, and why each stopped"
+        )
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
     if failure:
         raise DataError(failure)
@@ -604,6 +610,49 @@ def explain(
 
         rows = "rows        checked " + where_checked(source, options)
         out.print(rows, highlight=False, markup=False)
+
+
+@app.command()
+@option_flags(*READ_FLAGS)
+def why(
+    query: QueryArg,
+    input: Annotated[str, typer.Option("--input", "-i", help="Event file or folder.")],
+    key: Annotated[
+        str | None,
+        typer.Option("--key", help="One key's value (comma-separated for several key columns)."),
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--from", help="Only events at or after this time.")
+    ] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Only events up to this time.")] = None,
+    near: Annotated[int, typer.Option("--near", help="How many near misses to show.", min=1)] = 5,
+    options: Options | None = None,
+    name: NameOpt = None,
+    sep: SepOpt = ",",
+    columns: ColumnsOpt = None,
+    null_value: NullOpt = None,
+):
+    """Why a pattern query did not match: the partial matches that got furthest, the
+    events each bound, and why the next component was not bound."""
+    from sparkcep.files import InputSource, read_pandas
+    from sparkcep.misses import near_misses
+
+    text = _pick(_query_text(query), name)
+    options = _query_options(text, options)
+    frame = read_pandas(InputSource.of(input, **_reading(sep, columns, null_value)))
+    keys = tuple(key.split(",")) if key is not None else None
+    misses = near_misses(frame, text, options, key=keys, start=start, end=end, near=near)
+    out.print(misses.attrs["summary"], highlight=False, markup=False)
+    if not len(misses):
+        out.print("no partial match stopped short", highlight=False, markup=False)
+    for row in misses.itertuples(index=False):
+        out.print(
+            f"\n{row.depth} of {row.of} bound: {row.bound}\n  {row.stopped_at} not bound: "
+            f"{row.reason}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 @dataclass

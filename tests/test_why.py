@@ -1,0 +1,242 @@
+"""`why`: the near misses of a pattern query, checked against the brute-force oracle.
+
+A near miss of depth k binds the first k positive components; from the definitions
+(docs/semantics.md) it must be a match of the query cut after its k-th positive
+component (the *prefix query*: those components, the negations between them, the
+conjuncts that name no later component, the same window and strategy), and no match of
+the prefix query of depth k + 1 may extend it (else it would have gone on). A near miss
+of full depth is a match of the query without its negations at the start and end, and
+not a match of the query. The deepest near miss reaches as far as the oracle's deepest
+prefix match. Reasons are checked on hand-made cases.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from oracle import oracle_matches
+
+import sparkcep
+from sparkcep.errors import SparkcepError
+from sparkcep.misses import COLUMNS, near_misses
+from sparkcep.plan import Options
+
+STRATEGIES = ("SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH", "STRICT_CONTIGUITY")
+
+
+@st.composite
+def cases(draw):
+    """(events, query parts): no Kleene closure; negations anywhere, with a window at
+    the edges; conditions on one component, between two, and a negation's."""
+    n = draw(st.integers(2, 4))
+    comps = [{"var": "abcd"[i], "type": draw(st.sampled_from("ABC")), "neg": False}
+             for i in range(n)]  # fmt: skip
+    for c in comps[1:-1] if n > 2 else []:
+        c["neg"] = draw(st.integers(0, 3)) == 0
+    if draw(st.integers(0, 5)) == 0:
+        comps[-1]["neg"] = True
+    if draw(st.integers(0, 7)) == 0:
+        comps[0]["neg"] = True
+    if all(c["neg"] for c in comps) or sum(not c["neg"] for c in comps) < 1:
+        comps[0]["neg"] = False
+    positives = [c["var"] for c in comps if not c["neg"]]
+    conds = []  # (text, variables)
+    for c in comps:
+        if draw(st.integers(0, 3)) == 0:
+            op = draw(st.sampled_from(["<", ">", "!=", "<="]))
+            conds.append((f"{c['var']}.v {op} {draw(st.integers(0, 4))}", {c["var"]}))
+    if len(positives) >= 2 and draw(st.booleans()):
+        x, y = draw(st.permutations(positives))[:2]
+        op = draw(st.sampled_from(["<", "<=", "=", "!="]))
+        conds.append((f"{x}.v {op} {y}.v", {x, y}))
+    for c in comps:
+        if c["neg"] and draw(st.booleans()):
+            conds.append((f"{c['var']}.v = {draw(st.sampled_from(positives))}.v",
+                          {c["var"]}))  # fmt: skip
+    edge = comps[0]["neg"] or comps[-1]["neg"]
+    window = draw(st.integers(1, 9)) if edge or draw(st.booleans()) else None
+    parts = {
+        "comps": comps,
+        "conds": conds,
+        "key": draw(st.booleans()),
+        "strategy": draw(st.sampled_from(STRATEGIES)),
+        "window": window,
+    }
+    events = [
+        {"id": i, "type": draw(st.sampled_from("ABCD")), "ts": draw(st.integers(0, 9)),
+         "v": draw(st.integers(0, 4)), "k": draw(st.integers(0, 1))}
+        for i in range(draw(st.integers(0, 11)))
+    ]  # fmt: skip
+    return events, parts
+
+
+def query_text(parts, depth: int | None = None, edges: bool = True) -> str:
+    """The query of `parts`, or its prefix query of `depth` positive components;
+    without `edges`, no negation at the start or end."""
+    comps = parts["comps"]
+    positives = [i for i, c in enumerate(comps) if not c["neg"]]
+    if depth is not None:
+        comps = comps[positives[0] : positives[depth - 1] + 1]  # the middle negations
+    elif not edges:
+        comps = comps[positives[0] : positives[-1] + 1]
+    names = {c["var"] for c in comps}
+    text = "PATTERN SEQ(" + ", ".join(("!" if c["neg"] else "") + f"{c['type']} {c['var']}"
+                                      for c in comps) + ")"  # fmt: skip
+    conds = [t for t, used in parts["conds"] if used <= names]
+    conds = [t for t in conds if all(f"{v}." not in t for v in "abcd" if v not in names)]
+    if parts["key"]:
+        conds.append("[k]")
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    text += f" STRATEGY {parts['strategy']}"
+    if parts["window"] is not None:
+        text += f" WITHIN {parts['window']}"
+    return text
+
+
+def ids(row: dict, variables) -> tuple:
+    return tuple(row[v] for v in variables)
+
+
+OPTIONS = Options(id_col="id")
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_near_misses_are_real_partial_matches_that_cannot_go_on(case):
+    events, parts = case
+    if not events:
+        return
+    frame = pd.DataFrame(events)
+    query = query_text(parts)
+    positives = [c["var"] for c in parts["comps"] if not c["neg"]]
+    misses = near_misses(frame, query, OPTIONS, near=1_000)
+    by_id = {e["id"]: e for e in events}
+    full = oracle_matches(query, events)
+    prefix = {k: oracle_matches(query_text(parts, k), events)
+              for k in range(1, len(positives) + 1)}  # fmt: skip
+    for miss in misses.itertuples():
+        bound = [part.split("=")[0] for part in miss.bound.split(", ")] if miss.depth else []
+        got = tuple(int(part.split(" ")[1]) for part in miss.bound.split(", ")) if bound else ()
+        assert bound == positives[: miss.depth]
+        if miss.depth == 0:  # no first component in its key (the plan's: [k], or implied)
+            key = [c for c in misses.columns if c not in COLUMNS]
+            first = positives[0]
+            same_key = [r for r in prefix[1]
+                        if all(by_id[r[first]][c] == getattr(miss, c) for c in key)]  # fmt: skip
+            assert not same_key, (query, miss.reason)
+            continue
+        assert got in {ids(r, bound) for r in prefix[miss.depth]}, (query, miss.bound)
+        if miss.depth < len(positives):
+            extended = {ids(r, bound) for r in prefix[miss.depth + 1]}
+            assert got not in extended, (query, miss.bound, miss.reason)
+        else:  # a negation at an edge forbade it
+            inner = oracle_matches(query_text(parts, edges=False), events)
+            assert got in {ids(r, positives) for r in inner}
+            assert got not in {ids(r, positives) for r in full}, (query, miss.reason)
+    if not full:
+        deepest = max((k for k, rows in prefix.items() if rows), default=0)
+        edge_killed = deepest == len(positives)
+        top = int(misses["depth"].iloc[0]) if len(misses) else 0
+        assert top == deepest or (edge_killed and not len(misses)), (query, misses)
+    assert int(misses.attrs["summary"].split(", ")[1].split(" ")[0]) == len(full)
+
+
+EVENTS = pd.DataFrame(
+    {
+        "id": [1, 2, 3, 4, 5, 6],
+        "type": ["Start", "CPU", "CPU", "Finish", "Start", "CPU"],
+        "ts": [0, 2, 4, 5, 20, 40],
+        "task": [17, 0, 0, 18, 19, 0],
+        "v": [0, 80, 97, 0, 0, 99],
+    }
+)
+
+
+def reasons(query: str, **kw) -> list[str]:
+    return list(near_misses(EVENTS, query, OPTIONS, **kw)["reason"])
+
+
+def test_a_condition_says_the_values_it_compared():
+    query = "PATTERN SEQ(Start a, CPU b, Finish c) WHERE a.task = c.task WITHIN 10"
+    assert reasons(query, near=1) == [
+        "a.task = c.task was false for Finish 4 at 5: 17 = 18 (the first Finish of 1 in the window)"
+    ]
+
+
+def test_the_window_says_how_far_past_it_the_next_candidate_came():
+    query = "PATTERN SEQ(Start a, CPU b) WHERE b.v > 98 WITHIN 10"
+    # the first Start's CPUs fail b.v > 98; the second's only CPU comes 10 after its window
+    assert reasons(query) == [
+        "b.v > 98 was false for CPU 2 at 2: 80 > 98 (the first CPU of 2 in the window)",
+        "the window closed: the first CPU after it, CPU 6 at 40, 10 ticks after the window's end",
+    ]
+
+
+def test_a_negation_names_the_event_that_fired():
+    query = "PATTERN SEQ(Start a, !CPU x, Finish c) WHERE x.v > 90 WITHIN 10"
+    assert reasons(query, near=1) == [
+        "the negation !x fired: CPU 3 at 4 between Start 1 at 0 and Finish 4 at 5 (the "
+        "first Finish of 1 in the window)"
+    ]
+
+
+def test_strategies_and_missing_types_are_said():
+    assert reasons("PATTERN SEQ(Start a, Stop b) WITHIN 10", near=1) == [
+        "no Stop event after Start 1 at 0"
+    ]
+    strict = "PATTERN SEQ(Start a, Finish c) STRATEGY STRICT_CONTIGUITY WITHIN 10"
+    assert reasons(strict, near=1) == ["strict contiguity: CPU 2 at 2 is not a Finish"]
+    nxt = "PATTERN SEQ(Start a, CPU b, Finish c) WHERE b.v > 90 STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 4"
+    assert reasons(nxt, near=1) == [
+        "skip-till-next-match took CPU 3 at 4: CPU 3 at 4, at the window's end (WITHIN leaves "
+        "its end out)"
+    ]
+
+
+def test_a_key_and_a_time_range_narrow_what_is_looked_at():
+    events = EVENTS.assign(node=["n1", "n1", "n2", "n1", "n2", "n2"])
+    query = "PATTERN SEQ(Start a, Finish c) WHERE [node] WITHIN 100"
+    misses = near_misses(events, query, OPTIONS, key="n2")
+    assert list(misses["node"]) == ["n2"] and list(misses["depth"]) == [1]
+    assert misses.attrs["summary"].startswith("3 events in 1 key, 0 matches")
+    assert len(near_misses(events, query, OPTIONS, key="n2", start=21)) == 1  # depth 0
+    with pytest.raises(SparkcepError, match="Kleene closure"):
+        near_misses(events, "PATTERN SEQ(Start a, CPU+ b[]) WITHIN 10", OPTIONS)
+
+
+@pytest.mark.spark
+def test_a_spark_dataframe_gives_the_pandas_near_misses(spark):
+    query = "PATTERN SEQ(Start a, CPU b, Finish c) WHERE a.task = c.task WITHIN 10"
+    local = sparkcep.why(EVENTS, query, id_col="id")
+    through_spark = sparkcep.why(spark.createDataFrame(EVENTS), query, id_col="id")
+    assert through_spark.to_dict("records") == local.to_dict("records")
+    assert list(local["depth"]) == [2, 2, 1]
+
+
+def test_the_command_line_prints_the_near_misses(tmp_path):
+    import subprocess
+
+    EVENTS.to_csv(tmp_path / "events.csv", index=False)
+    query = "PATTERN SEQ(Start a, CPU b, Finish c) WHERE a.task = c.task WITHIN 10"
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkcep.cli", "why", query, "--input", "events.csv",
+         "--id", "id", "--near", "1"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "6 events in 1 partition, 0 matches, 4 partial matches explored",
+        "",
+        "2 of 3 bound: a=Start 1 at 0, b=CPU 2 at 2",
+        "  c not bound: a.task = c.task was false for Finish 4 at 5: 17 = 18 (the first "
+        "Finish of 1 in the window)",
+    ]
