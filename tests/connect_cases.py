@@ -12,6 +12,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -51,6 +53,13 @@ CASES = {
         IMPRECISE,
         {},
     ),
+    "why": (
+        "why",
+        "PATTERN SEQ(TaskStart a, CPU b, TaskFinish c, CPU d) WHERE [nodeId] AND "
+        "b.value > 95 AND d.value <= 60 WITHIN 15 s",
+        str(EXAMPLES / "cpu_overload" / "events.csv"),
+        {},
+    ),
     "funnel": (
         "funnel",
         "FUNNEL SEQ(TaskStart a, CPU b, TaskFinish c) WHERE [taskId] WITHIN 1 min",
@@ -69,7 +78,7 @@ def read(spark, events):
 
 
 def _records(df) -> list[dict]:
-    frame = df.toPandas()
+    frame = df if isinstance(df, pd.DataFrame) else df.toPandas()
     rows = json.loads(frame.to_json(orient="records", date_format="iso"))
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
 
@@ -84,7 +93,7 @@ def rows_of(spark, name: str) -> dict:
         warnings.simplefilter("ignore")  # (rejected rows: the same warning either way)
         result = getattr(sparkcep, function)(df, query, **options)
     tables = result if isinstance(result, tuple) else (result,)
-    explained = sparkcep.explain(query, df, **options) if function != "funnel" else ""
+    explained = sparkcep.explain(query, df, **options) if function not in ("funnel", "why") else ""
     return {"rows": [_records(t) for t in tables], "explain": explained}
 
 
