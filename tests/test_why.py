@@ -240,3 +240,11 @@ def test_the_command_line_prints_the_near_misses(tmp_path):
         "  c not bound: a.task = c.task was false for Finish 4 at 5: 17 = 18 (the first "
         "Finish of 1 in the window)",
     ]
+
+
+def test_a_picture_of_the_near_misses(tmp_path):
+    query = "PATTERN SEQ(Start a, CPU b, Finish c) WHERE a.task = c.task WITHIN 10"
+    path = tmp_path / "why.png"
+    misses = sparkcep.why(EVENTS, query, id_col="id", plot=str(path))
+    assert len(misses) == 3
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

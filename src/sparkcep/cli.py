@@ -626,6 +626,10 @@ def why(
     ] = None,
     end: Annotated[str | None, typer.Option("--to", help="Only events up to this time.")] = None,
     near: Annotated[int, typer.Option("--near", help="How many near misses to show.", min=1)] = 5,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", help="Draw the key's events and near misses to this file (.png)."),
+    ] = None,
     options: Options | None = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
@@ -635,20 +639,23 @@ def why(
     """Why a pattern query did not match: the partial matches that got furthest, the
     events each bound, and why the next component was not bound."""
     from sparkcep.files import InputSource, read_pandas
+    from sparkcep.misses import COLUMNS as MISS_COLUMNS
     from sparkcep.misses import near_misses
 
     text = _pick(_query_text(query), name)
     options = _query_options(text, options)
     frame = read_pandas(InputSource.of(input, **_reading(sep, columns, null_value)))
     keys = tuple(key.split(",")) if key is not None else None
-    misses = near_misses(frame, text, options, key=keys, start=start, end=end, near=near)
+    misses = near_misses(frame, text, options, key=keys, start=start, end=end, near=near, plot=plot)
     out.print(misses.attrs["summary"], highlight=False, markup=False)
     if not len(misses):
         out.print("no partial match stopped short", highlight=False, markup=False)
-    for row in misses.itertuples(index=False):
+    key = [c for c in misses.columns if c not in MISS_COLUMNS]
+    for row in misses.to_dict("records"):
+        where = ", ".join(f"{c}={row[c]}" for c in key)
         out.print(
-            f"\n{row.depth} of {row.of} bound: {row.bound}\n  {row.stopped_at} not bound: "
-            f"{row.reason}",
+            f"\n{where + ': ' if where else ''}{row['depth']} of {row['of']} bound: "
+            f"{row['bound']}\n  {row['stopped_at']} not bound: {row['reason']}",
             highlight=False,
             markup=False,
             soft_wrap=True,

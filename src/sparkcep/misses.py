@@ -43,7 +43,7 @@ from sparkcep.prep.table import time_ticks
 
 NEAR = 5  # near misses shown by default
 MAX_STEPS = 200_000  # partial matches explored, at most (a dense key: said in the result)
-COLUMNS = ["depth", "of", "bound", "stopped_at", "reason"]
+COLUMNS = ["depth", "of", "bound", "stopped_at", "reason", "ids", "times"]
 
 
 @dataclass(order=True)
@@ -53,6 +53,8 @@ class NearMiss:
     bound: str = field(compare=False)  # var=event, ... in pattern order
     stopped_at: str = field(compare=False)
     reason: str = field(compare=False)
+    ids: list = field(compare=False, default_factory=list)  # the bound events' ids
+    times: list = field(compare=False, default_factory=list)  # and their times
 
 
 def near_misses(
@@ -64,6 +66,7 @@ def near_misses(
     start=None,
     end=None,
     near: int = NEAR,
+    plot: str | None = None,
 ) -> pd.DataFrame:
     """The `near` partial matches of `query` over `events` that got furthest (see the
     module's docstring), one row each: the key's columns, `depth` (positive components
@@ -103,7 +106,10 @@ def near_misses(
     groups = frame.groupby(list(plan.key), sort=False) if plan.key else [((), frame)]
     for value, part in groups:
         explorer.partition(value if isinstance(value, tuple) else (value,), part)
-    return explorer.result(frame, len(groups) if plan.key else 1)
+    misses = explorer.result(frame, len(groups) if plan.key else 1)
+    if plot is not None:
+        draw(misses, frame, plan, options, plot)
+    return misses
 
 
 def _supported(plan: Plan) -> None:
@@ -228,12 +234,33 @@ class _Explorer:
         typed = [i for i in later if self._typed(component, i)]
         last = bound[-1][1]
         if not typed:
-            return f"no {kind} event after {self._event(last)}"
+            return f"no {kind} event after {self._event(last)}" + self._tied(component, last)
         inside = [i for i in typed if self._in_window(bound, i)]
         if not inside:
-            return f"the window closed: the first {kind} after it, {self._late(bound, typed[0])}"
+            late = self._late(bound, typed[0])
+            return f"the window closed: the first {kind} after it, {late}" + self._tied(
+                component, last
+            )
         reason = self._why_not(component, bound, inside[0])
         return f"{reason} (the first {kind} of {len(inside)} in the window)"
+
+    def _tied(self, component, last: int) -> str:
+        """A note on the events of `component`'s type at the very time of `last`: never
+        after it (equal times are not in sequence without a tie-break)."""
+        same = [
+            i
+            for i in range(len(self.part))
+            if i != last and self.order_key[i] == self.order_key[last] and self._typed(component, i)
+        ]
+        if not same:
+            return ""
+        kind = component.event_type or "event"
+        n = len(same)
+        return (
+            f"; {n} {kind} event{'s' * (n != 1)} at the same time as {self._event(last)} "
+            f"{'do' if n != 1 else 'does'} not count as after it: equal times are never in "
+            "sequence (ORDER BY the time and a column, or --tiebreak, orders them)"
+        )
 
     def _why_not(self, component, bound, i) -> str | None:
         """Why event `i` cannot bind `component` after `bound` (None: it can)."""
@@ -387,7 +414,9 @@ class _Explorer:
         first = self.ticks[bound[0][1]] if bound else 0
         rank = (-len(bound), int(first), [int(i) for _, i in bound])
         shown = self._bound_text(bound)  # (now: the partition's rows are at hand)
-        self.best.append(NearMiss(rank, self.key, shown, stopped_at, reason))
+        ids = [self.part["__id"].iloc[i] for _, i in bound]
+        times = [self.part[self.options.time_col].iloc[i] for _, i in bound]
+        self.best.append(NearMiss(rank, self.key, shown, stopped_at, reason, ids, times))
         if len(self.best) > 4 * self.near:
             self.best = sorted(self.best)[: self.near]
 
@@ -404,6 +433,8 @@ class _Explorer:
                 "bound": m.bound,
                 "stopped_at": m.stopped_at,
                 "reason": m.reason,
+                "ids": m.ids,
+                "times": m.times,
             }
             for m in misses
         ]
@@ -417,6 +448,58 @@ class _Explorer:
             summary += f" (stopped at {MAX_STEPS:,}: narrow the key or the time range)"
         out.attrs["summary"] = summary
         return out
+
+
+def draw(misses: pd.DataFrame, events: pd.DataFrame, plan: Plan, options: Options, path):
+    """The events looked at, one row per type (of the first near miss's key), and each
+    near miss of that key as a chain through the events it bound, with its window and
+    a cross where it stopped; the reasons below. Needs matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SparkcepError("why --plot needs matplotlib: pip install matplotlib") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = misses
+    if plan.key and len(misses):
+        first = tuple(misses.iloc[0][list(plan.key)])
+        shown = misses[[tuple(r) == first for r in misses[list(plan.key)].itertuples(index=False)]]
+        for col, value in zip(plan.key, first, strict=True):
+            events = events[events[col] == value]
+    type_col, time_col = options.type_col, options.time_col
+    types = list(dict.fromkeys(c.event_type for c in plan.components if c.event_type))
+    types += sorted(set(events[type_col].astype(str)) - set(types))[:5]  # (a few others)
+    row = {t: i for i, t in enumerate(types)}
+    events = events[events[type_col].astype(str).isin(row)]
+    figure, axes = plt.subplots(figsize=(11, 1.2 + 0.45 * len(types) + 0.3 * len(shown)))
+    axes.scatter(events[time_col], events[type_col].astype(str).map(row), s=14, c="0.6",
+                 zorder=2, label="events")  # fmt: skip
+    by_id = events.set_index("__id")
+    colours = plt.get_cmap("tab10")
+    for n, miss in enumerate(shown.itertuples(index=False)):
+        colour = colours(n % 10)
+        ys = [row[str(by_id.loc[i, type_col])] + 0.08 * (n - len(shown) / 2) for i in miss.ids]
+        if miss.ids:
+            axes.plot(miss.times, ys, "-o", color=colour, lw=2, ms=6, zorder=3,
+                      label=f"{n + 1}: {miss.depth} of {miss.of}, {miss.stopped_at} not bound")  # fmt: skip
+            if plan.window is not None:
+                start = pd.Timestamp(miss.times[0]) if plan.time_kind == "timestamp" else None
+                end = (start + pd.Timedelta(microseconds=plan.window)
+                       if start is not None else miss.times[0] + plan.window)  # fmt: skip
+                axes.axvspan(miss.times[0] if start is None else start, end, color=colour,
+                             alpha=0.08, zorder=1)  # fmt: skip
+            axes.plot(miss.times[-1], ys[-1], "x", color=colour, ms=12, mew=2.5, zorder=4)
+    axes.set_yticks(range(len(types)), types)
+    axes.set_ylim(len(types) - 0.3, -0.7)  # the pattern's types at the top, in its order
+    title = " ".join(plan.text.split())
+    axes.set_title(title if len(title) < 110 else title[:107] + "...", fontsize=9)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    notes = [f"{n + 1}: {r}" for n, r in enumerate(shown["reason"])]
+    figure.text(0.01, 0.01, "\n".join(notes)[:2000], fontsize=7, va="bottom", wrap=True)
+    figure.tight_layout(rect=(0, 0.04 + 0.035 * len(notes), 1, 1))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def _variables(expr) -> set[str]:
