@@ -65,6 +65,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
 	$(BIN)/python -m benchmarks.ayac
+	$(BIN)/python -m benchmarks.ayac_heldout
 	$(BIN)/python -m benchmarks.small_runs
 	$(BIN)/python -m benchmarks.python_starts
 	$(BIN)/python -m benchmarks.recording_cost

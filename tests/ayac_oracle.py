@@ -38,7 +38,8 @@ _ERF = np.frompyfunc(math.erf, 1, 1)  # math.erf on each element, without a Pyth
 
 
 def _phi_array(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + _ERF(z / math.sqrt(2.0)).astype(float))
+    # (np.asarray: on a 0-d array np.frompyfunc gives a Python float, with no .astype)
+    return 0.5 * (1.0 + np.asarray(_ERF(z / math.sqrt(2.0)), dtype=float))
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ def test_every_option_arrives_in_one_options_value():
     values = {
         "time_col": "t", "type_col": "k", "id_col": "n", "time_unit": "ms", "tiebreak": "o",
         "time_end_col": "u", "max_matches": 3, "memory_budget": "2GB", "algorithm": "nfa",
-        "sharing": "none", "prune": "f", "pmf_col": "p", "max_width": 4,
+        "sharing": "none", "prune": "f", "pmf_col": "p", "max_width": 4, "ayac_rows": "events",
     }  # fmt: skip
     assert set(values) == set(PUBLIC_OPTIONS)
 

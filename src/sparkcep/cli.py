@@ -118,8 +118,8 @@ def option_flags(*names: str, required: tuple[str, ...] = (), help: dict | None 
 READ_FLAGS = ("time_col", "type_col", "id_col", "time_unit", "tiebreak")  # how events are read
 INTERVAL_FLAGS = ("time_end_col", "pmf_col", "max_width")
 EXPLAIN_FLAGS = (*READ_FLAGS, "algorithm", "sharing", "prune", *INTERVAL_FLAGS)
-RUN_FLAGS = (*EXPLAIN_FLAGS, "max_matches", "memory_budget")
-STREAM_FLAGS = (*READ_FLAGS, *INTERVAL_FLAGS, "memory_budget")
+RUN_FLAGS = (*EXPLAIN_FLAGS, "max_matches", "memory_budget", "ayac_rows")
+STREAM_FLAGS = (*READ_FLAGS, *INTERVAL_FLAGS, "memory_budget", "ayac_rows")
 
 QUERY_SUFFIXES = (".cep", ".sase", ".txt", ".sql", ".query")
 

@@ -44,7 +44,8 @@ class Options:
     (docs/imprecise.md): `time_end_col` is the interval's upper bound (the time column its
     lower bound), `pmf_col` a column holding a list of probabilities, one per point of the
     interval (default: uniform), and `max_width` the largest `upper - lower` in ticks
-    (U_max) when the query does not show it.
+    (U_max) when the query does not show it; `ayac_rows` is what a probabilistic query
+    (docs/ayac.md) reports: a row per path (`paths`) or per complex event (`events`).
 
     >>> Options.from_kwargs(time_col="t", time_unit="sec").time_unit
     's'
@@ -95,6 +96,12 @@ class Options:
     )
     max_width: int | None = _option(
         None, "Interval time: the largest upper - lower (U_max).", "--max-width", min=0
+    )
+    ayac_rows: str = _option(
+        "paths",
+        "Probabilistic queries (ayac): a row per path (paths) or per complex event, its "
+        "most probable path with the event's probability (events).",
+        "--ayac-rows",
     )
 
     def __post_init__(self):

@@ -23,6 +23,15 @@ def describe_plan(plan: Plan, nfa: SkipAutomaton) -> list[tuple[str, str]]:
             "threshold, ending with an observed last positive",
         )
     ]
+    if plan.options.ayac_rows == "events":
+        lines.append(
+            (
+                "rows",
+                "one per complex event (the paths ending at the same observed event): its "
+                "most probable path, the event's probability (the largest of its paths') "
+                "and `paths`, how many reach the threshold (ayac_rows=events)",
+            )
+        )
     source = (
         "query" if plan.query.threshold is not None else "default: the largest miss rate squared"
     )

@@ -10,6 +10,11 @@ so `advance` and `flush` only let old events go.
 
 The key (equalities over every component) partitions the stream, so each partition has
 its own queues: the paper's hashed PAQs (§5.2).
+
+With `ayac_rows="events"` the paths of one complex event — those ending at the same
+observed last event — become one row: the most probable path, the event's probability
+(the largest of its paths') and `paths`, how many paths reached the threshold
+(`events_of`; docs/ayac.md says why the largest and not a sum).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from sparkcep.engines.ayac.queues import NegativeQueue
 from sparkcep.engines.base import Program
 from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.state import state_class
+from sparkcep.errors import SparkcepError
 from sparkcep.expressions import evaluate
 from sparkcep.plan import Plan
 from sparkcep.prep.table import MASK, build_table, frame_ticks
@@ -39,6 +45,8 @@ NEW = "__new"  # marks the rows of the current batch
 SEGMENT = "__ayac_segment"  # a hash of an event's partition (which queues it belongs to)
 MISSING = "missing"
 PROBABILITY = "probability"
+PATHS = "paths"  # with ayac_rows="events": the number of paths of the complex event
+ROWS = ("paths", "events")  # the values of the ayac_rows option
 
 
 def bound_column(plan_index: int, pos: int) -> str:
@@ -53,12 +61,14 @@ class AyacState:
     latest: int | None = None  # latest time seen, in ticks
 
 
-def plan_output(plan: Plan, id_col: str) -> tuple[OutputColumn, ...]:
+def plan_output(plan: Plan, id_col: str, rows: str = "paths") -> tuple[OutputColumn, ...]:
     time_col = plan.options.time_col
     cols = [OutputColumn("start", like=time_col), OutputColumn("end", like=time_col)]
     cols += [OutputColumn(k, like=k) for k in plan.key]
     cols += [OutputColumn(c.var, like=id_col) for c in plan.positives]
     cols += [OutputColumn(MISSING, "string", is_list=True), OutputColumn(PROBABILITY, "float")]
+    if rows == "events":
+        cols.append(OutputColumn(PATHS, "int"))
     cols += [OutputColumn(r.name, r.kind, r.is_list) for r in plan.returns]
     return tuple(cols)
 
@@ -85,6 +95,17 @@ class AyacProgram(Program):
 
     def __init__(self, plans, names, options):
         super().__init__(plans, names, options)
+        self.rows = options.ayac_rows
+        if self.rows not in ROWS:
+            raise SparkcepError(f"ayac_rows is paths or events, not '{self.rows}'")
+        if self.rows == "events":
+            for plan in self.plans:
+                named = [c.var for c in plan.components] + [r.name for r in plan.returns]
+                if PATHS in named:
+                    raise plan.error(
+                        f"'{PATHS}' is an output column of ayac_rows=events: name it differently",
+                        plan.span_of(PATHS),
+                    )
         self.automata = [SkipAutomaton(p) for p in self.plans]
         self._output = self._merged_output()
 
@@ -108,7 +129,7 @@ class AyacProgram(Program):
 
     def _merged_output(self) -> tuple[OutputColumn, ...]:
         return merged_output(
-            lambda plan: plan_output(plan, self.id_col or ""), self.plans, self.names
+            lambda plan: plan_output(plan, self.id_col or "", self.rows), self.plans, self.names
         )
 
     def empty(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -249,9 +270,14 @@ class AyacProgram(Program):
         paths = MatchGenerator(nfa, table, queues, negatives, self.budget).run(ends)
         if not len(paths):
             return self.empty(frame)
-        return self._rows(plan, frame, table, paths)
+        counts = None
+        if self.rows == "events":
+            paths, counts = events_of(paths)
+        return self._rows(plan, frame, table, paths, counts)
 
-    def _rows(self, plan: Plan, frame: pd.DataFrame, table, paths: Paths) -> pd.DataFrame:
+    def _rows(
+        self, plan: Plan, frame: pd.DataFrame, table, paths: Paths, counts=None
+    ) -> pd.DataFrame:
         row = table.row
         bind = paths.bind
         k = bind.shape[1]
@@ -272,12 +298,44 @@ class AyacProgram(Program):
         lists = {int(c): [names[p] for p in range(k) if c >> p & 1] for c in np.unique(code)}
         out[MISSING] = [lists[c].copy() for c in code.tolist()]
         out[PROBABILITY] = paths.score.astype(np.float64)
+        if counts is not None:
+            out[PATHS] = pd.array(counts, dtype="Int64")
         if plan.returns:
             resolve = path_resolver(table, {c.var: c.pos for c in plan.positives}, bind)
             for col in plan.returns:
                 value = evaluate(col.expr, resolve, len(bind))
                 out[col.name] = _typed(value.to_list(), col.kind)
         return sort_rows(pd.DataFrame(out), plan_order(plan))
+
+
+def events_of(paths: Paths) -> tuple[Paths, np.ndarray]:
+    """One path per complex event, and how many paths each event has.
+
+    A complex event is the set of paths that end at the same observed event (`end`: the
+    arrival at the last state that started their generation, §4.2); its probability is
+    the largest of its paths' (each path's is a lower bound of the probability that at
+    least one happened, and the paths are not exclusive: two complete paths of one event
+    both score 1). Its row is the path with that probability; among equals, the one
+    with the fewest inferred-missing components, then the latest events (compared from
+    the first positive on), so the choice does not depend on how the input was split.
+
+    >>> paths = Paths(np.array([5, 5, 5, 9]),
+    ...               np.array([[0, -1, 5], [1, -1, 5], [-1, 3, 5], [-1, -1, 9]]),
+    ...               np.array([0.2, 0.2, 0.1, 0.05]))
+    >>> best, counts = events_of(paths)
+    >>> best.bind.tolist(), best.score.tolist(), counts.tolist()
+    ([[1, -1, 5], [-1, -1, 9]], [0.2, 0.05], [3, 1])
+    """
+    k = paths.bind.shape[1]
+    missing = (paths.bind < 0).sum(axis=1)
+    later = [-paths.bind[:, p] for p in reversed(range(k))]  # lexsort: last key first
+    order = np.lexsort((*later, missing, -paths.score, paths.end))
+    end = paths.end[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = end[1:] != end[:-1]
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(order)))
+    return paths.take(order[starts]), counts
 
 
 def _ids(ids: pd.Series, rows: np.ndarray):
