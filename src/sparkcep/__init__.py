@@ -40,6 +40,7 @@ __all__ = [
     "parse_file",
     "run_local",
     "stream",
+    "stream_rules",
     "why",
 ]
 

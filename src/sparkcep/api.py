@@ -44,6 +44,28 @@ def stream(streaming_df, queries, *, options: Options | None = None, lateness: s
     return spark_stream(streaming_df, queries, options=options, lateness=lateness)
 
 
+@takes_options(*STREAM_OPTIONS, required=("id_col",))
+def stream_rules(  # noqa: PLR0913 (the folders and settings of `sparkcep stream --rules`)
+    spark, rules: str, input: str, output: str, checkpoint: str, *,
+    options: Options | None = None, lateness: str = "0", trigger: str = "available-now",
+    timeout: float | None = None, max_files: int | None = None,
+):  # fmt: skip
+    """Run the queries of the folder `rules` (one `.cep` file each) over the folder of
+    event files `input`, each as a stream of its own, and keep them in step with the
+    folder while they run: a rule added starts at the files that arrive after it, a
+    removed one stops, a changed one is both (docs/streaming.md). Each rule's rows go to
+    `output/NAME/HASH`. Returns when the streams end (available-now), after `timeout`
+    seconds; `.history` says what was added and removed, and when, `.writers()` each
+    rule's counts. `max_files`: files per micro-batch."""
+    from sparkcep.runners.streaming.rules import rule_streams, run_rules
+
+    streams = rule_streams(
+        spark, rules, input, output, checkpoint, options=options, lateness=lateness,
+        trigger=trigger, max_files=max_files,
+    )  # fmt: skip
+    return run_rules(streams, timeout=timeout)
+
+
 @takes_options()
 def explain(queries, data=None, *, options: Options | None = None) -> str:
     """The plan of queries in words: engine, key, pushed-down filter, conditions.

@@ -679,7 +679,6 @@ class StreamSinks:
     help={"id_col": "Event id column (a stream has no row numbers)."},
 )
 def stream(
-    query: QueryArg,
     input: Annotated[
         str,
         typer.Option(
@@ -698,6 +697,10 @@ def stream(
             "--checkpoint", help="Checkpoint folder: restart on it to continue exactly once."
         ),
     ],
+    query: Annotated[
+        str | None,
+        typer.Argument(help="A query file, or the query text itself (or --rules DIR)."),
+    ] = None,
     trigger: Annotated[
         str,
         typer.Option("--trigger", help="available-now, once, or an interval such as '5 seconds'."),
@@ -718,6 +721,14 @@ def stream(
     ] = None,
     max_files: Annotated[
         int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.", min=1)
+    ] = None,
+    rules: Annotated[
+        str | None,
+        typer.Option(
+            "--rules",
+            help="A folder of query files (.cep), one stream each, read again while the "
+            "stream runs: rules added, changed and removed take effect as it runs.",
+        ),
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="jsonl or parquet files per micro-batch, or console.")
@@ -743,6 +754,20 @@ def stream(
             "there, call sparkcep.stream(streaming_df, query) and start its DataFrames' "
             "writeStream yourself (docs/spark.md)"
         )
+    if (query is None) == (rules is None):
+        raise SparkcepError("give the stream a query, or a folder of them with --rules DIR")
+    from sparkcep.failures import streaming
+
+    if rules is not None:
+        sinks = StreamSinks(output, "", "", checkpoint, trigger, fmt)
+        run_opts = (master, max_files, _reading(sep, columns, null_value), timeout)
+        with err.status("starting Spark") as status, streaming(checkpoint):
+            streams, interrupted = _stream_rules(rules, input, options, lateness, sinks, run_opts)
+        _print_rules_summary(streams, time.time() - started)
+        if interrupted:
+            err.print("stopped (Ctrl-C): restart on the checkpoint to go on", highlight=False)
+            raise SystemExit(130)
+        return
     text = _pick(_query_text(query), name)
     options = _query_options(text, options)
     sinks = StreamSinks(
@@ -753,7 +778,6 @@ def stream(
         trigger,
         fmt,
     )
-    from sparkcep.failures import streaming
 
     with err.status("starting Spark") as status, streaming(checkpoint):
         run_opts = (master, max_files, _reading(sep, columns, null_value), timeout)
@@ -767,6 +791,50 @@ def stream(
     events = sum(p["numInputRows"] for p in progress)
     if events and writer.totals["rejected"] >= events:
         raise DataError(all_rejected(events, dict(writer.reasons)))
+
+
+def _stream_rules(rules, input, options, lateness, sinks, run_opts):
+    """The streams of a rules folder (runners/streaming/rules.py), kept in step with it
+    until they end, the timeout, or Ctrl-C; (RuleStreams, interrupted)."""
+    import signal
+    import threading
+
+    from sparkcep.runners.spark.session import spark_session
+    from sparkcep.runners.streaming.rules import rule_streams, run_rules
+
+    master, max_files, reading, timeout = run_opts
+    spark = spark_session(master)
+    streams = rule_streams(
+        spark, rules, input, sinks.output, sinks.checkpoint, options=options,
+        lateness=lateness, trigger=sinks.trigger, fmt=sinks.fmt, max_files=max_files,
+        reading=reading,
+    )  # fmt: skip
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        run_rules(streams, timeout=timeout, stop=stop, report=_print_note)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return streams, stop.is_set()
+
+
+def _print_rules_summary(streams, seconds: float):
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for (name, digest), writer in sorted(streams.writers().items()):
+        totals = writer.totals
+        where = streams.output_of(name, digest)
+        held = f", {writer.held:,} events held for the watermark" if writer.held else ""
+        table.add_row(
+            f"rule {name}",
+            f"{totals['match']:,} rows, {totals['late']:,} late, {totals['rejected']:,} "
+            f"rejected, {totals['batches']:,} micro-batches{held}  -> {where}",
+        )
+    for line in streams.history:
+        table.add_row("rules", line)
+    table.add_row("seconds", f"{seconds:.2f}")
+    out.print(table)
 
 
 def _stream(text, input, options, lateness, sinks, run_opts, status):
@@ -818,6 +886,10 @@ def _print_stream_summary(writer, progress, sinks: StreamSinks, seconds: float):
     out.print(table)
     for w in writer.warnings():
         _print_warning(w)
+
+
+def _print_note(text: str) -> None:
+    err.print(text, markup=False, highlight=False)
 
 
 def _print_warning(text: str) -> None:
