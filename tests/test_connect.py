@@ -117,3 +117,29 @@ def test_no_server_at_the_address_is_one_line_at_once(tmp_path):
         "there, call sparkcep.stream(streaming_df, query) and start its DataFrames' "
         "writeStream yourself (docs/spark.md)"
     ]
+
+
+def test_the_matching_stage_follows_the_cores_not_the_shuffle_setting(spark):
+    """A session's 200 shuffle partitions (Spark's default, meant for joins of large
+    tables) do not become 200 matching tasks: two a core, fewer for a small input."""
+    from sparkcep.runners.spark.batch import matching_partitions, run
+    from sparkcep.runners.spark.session import setting
+
+    cores = spark.sparkContext.defaultParallelism
+    with setting(spark, "spark.sql.shuffle.partitions", "200"):
+        assert matching_partitions(spark) == 2 * cores
+        assert matching_partitions(spark, 20) == min(2 * cores, 4)
+        assert matching_partitions(spark, 10**9) == 2 * cores
+        df = spark.read.csv(str(EXAMPLES / "ticker_v_shapes" / "events.csv"), header=True,
+                            inferSchema=True)  # fmt: skip
+        query = (EXAMPLES / "ticker_v_shapes" / "query.cep").read_text()
+        done = run(df, "PATTERN SEQ(A a, B b) WHERE [symbol] WITHIN 5", time_col="day",
+                   type_col="symbol")  # fmt: skip
+        assert done.partitions == min(2 * cores, 4)
+        assert len(sparkcep_rows(df, query)) == 4
+
+
+def sparkcep_rows(df, query):
+    import sparkcep
+
+    return sparkcep.match_recognize(df, query).collect()

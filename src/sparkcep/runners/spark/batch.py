@@ -193,8 +193,10 @@ def matched(
     """The matching of checked rows: each program over its events, laid out by key or
     time range into Spark partitions (the rows, lazy)."""
     spark = checked.valid.sparkSession
-    if partitions is None:
-        partitions = matching_partitions(spark, checked.events_read - checked.first_rejected)
+    if partitions is None:  # (rows checked on their way to the matcher: not counted yet)
+        counted = checked.pending is None or checked.events_read
+        events = checked.events_read - checked.first_rejected if counted else None
+        partitions = matching_partitions(spark, events)
     outs, texts, parts = [], [], 0
     tied = ObservedTies() if is_connect(spark) else spark.sparkContext.accumulator(0)
     for program in programs:
