@@ -37,8 +37,8 @@ def cases(draw):
     """(events, query parts): no Kleene closure; negations anywhere, with a window at
     the edges; conditions on one component, between two, and a negation's."""
     n = draw(st.integers(2, 4))
-    comps = [{"var": "abcd"[i], "type": draw(st.sampled_from("ABC")), "neg": False}
-             for i in range(n)]  # fmt: skip
+    comps = [{"var": "abcd"[i], "type": draw(st.sampled_from("ABC")), "neg": False,
+              "kleene": draw(st.integers(0, 3)) == 0} for i in range(n)]  # fmt: skip
     for c in comps[1:-1] if n > 2 else []:
         c["neg"] = draw(st.integers(0, 3)) == 0
     if draw(st.integers(0, 5)) == 0:
@@ -47,7 +47,10 @@ def cases(draw):
         comps[0]["neg"] = True
     if all(c["neg"] for c in comps) or sum(not c["neg"] for c in comps) < 1:
         comps[0]["neg"] = False
+    for c in comps:
+        c["kleene"] = c["kleene"] and not c["neg"]
     positives = [c["var"] for c in comps if not c["neg"]]
+    kleene = [c["var"] for c in comps if c["kleene"]]
     conds = []  # (text, variables)
     for c in comps:
         if draw(st.integers(0, 3)) == 0:
@@ -55,12 +58,23 @@ def cases(draw):
             conds.append((f"{c['var']}.v {op} {draw(st.integers(0, 4))}", {c["var"]}))
     if len(positives) >= 2 and draw(st.booleans()):
         x, y = draw(st.permutations(positives))[:2]
-        op = draw(st.sampled_from(["<", "<=", "=", "!="]))
-        conds.append((f"{x}.v {op} {y}.v", {x, y}))
+        if not (x in kleene and y in kleene):  # (two Kleene element-wise: not generated)
+            op = draw(st.sampled_from(["<", "<=", "=", "!="]))
+            conds.append((f"{x}.v {op} {y}.v", {x, y}))
+    for var in kleene:
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(["<", "<=", "!="]))
+            conds.append((f"prev({var}.v) {op} {var}.v", {var}))
+        if draw(st.integers(0, 2)) == 0:
+            fn = draw(st.sampled_from(["sum", "max", "min", "count", "avg", "first", "last"]))
+            arg = var if fn == "count" else f"{var}.v"
+            op, bound = draw(st.sampled_from([("<", 6), (">=", 2), ("<=", 3)]))
+            conds.append((f"{fn}({arg}) {op} {bound}", {var}))
     for c in comps:
         if c["neg"] and draw(st.booleans()):
-            conds.append((f"{c['var']}.v = {draw(st.sampled_from(positives))}.v",
-                          {c["var"]}))  # fmt: skip
+            other = draw(st.sampled_from(positives))
+            side = f"max({other}.v)" if other in kleene else f"{other}.v"
+            conds.append((f"{c['var']}.v = {side}", {c["var"]}))
     edge = comps[0]["neg"] or comps[-1]["neg"]
     window = draw(st.integers(1, 9)) if edge or draw(st.booleans()) else None
     parts = {
@@ -85,11 +99,16 @@ def query_text(parts, depth: int | None = None, edges: bool = True) -> str:
     positives = [i for i, c in enumerate(comps) if not c["neg"]]
     if depth is not None:
         comps = comps[positives[0] : positives[depth - 1] + 1]  # the middle negations
+        # a negation whose condition names a later component is decided only once that
+        # one binds: not part of the prefix
+        kept = {c["var"] for c in comps}
+        comps = [c for c in comps if not c["neg"] or not any(
+            c["var"] in used and any(f"{v}." in t for v in "abcd" if v not in kept)
+            for t, used in parts["conds"])]  # fmt: skip
     elif not edges:
         comps = comps[positives[0] : positives[-1] + 1]
     names = {c["var"] for c in comps}
-    text = "PATTERN SEQ(" + ", ".join(("!" if c["neg"] else "") + f"{c['type']} {c['var']}"
-                                      for c in comps) + ")"  # fmt: skip
+    text = "PATTERN SEQ(" + ", ".join(_component(c) for c in comps) + ")"
     conds = [t for t, used in parts["conds"] if used <= names]
     conds = [t for t in conds if all(f"{v}." not in t for v in "abcd" if v not in names)]
     if parts["key"]:
@@ -102,8 +121,31 @@ def query_text(parts, depth: int | None = None, edges: bool = True) -> str:
     return text
 
 
+def _component(c: dict) -> str:
+    if c["kleene"]:
+        return f"{c['type']}+ {c['var']}[]"
+    return ("!" if c["neg"] else "") + f"{c['type']} {c['var']}"
+
+
 def ids(row: dict, variables) -> tuple:
-    return tuple(row[v] for v in variables)
+    """The events a match binds to `variables`, a Kleene one's as a tuple."""
+    return tuple(tuple(row[v]) if isinstance(row[v], list) else row[v] for v in variables)
+
+
+def bound_ids(miss) -> dict:
+    """var -> its event id (a tuple of ids for a Kleene component), from `ids` and
+    the `bound` text of a near miss (in pattern order)."""
+    out: dict = {}
+    names = [part.split("=")[0] for part in miss.bound.split(", ") if "=" in part]
+    kleene = {part.split("=")[0] for part in miss.bound.split(", ") if "=[" in part}
+    events = iter(miss.ids)
+    for var in dict.fromkeys(names):
+        if var in kleene:
+            count = miss.bound.split(f"{var}=[")[1].split("]")[0].count(" at ")
+            out[var] = tuple(int(next(events)) for _ in range(count))
+        else:
+            out[var] = int(next(events))
+    return out
 
 
 OPTIONS = Options(id_col="id")
@@ -124,20 +166,33 @@ def test_near_misses_are_real_partial_matches_that_cannot_go_on(case):
     prefix = {k: oracle_matches(query_text(parts, k), events)
               for k in range(1, len(positives) + 1)}  # fmt: skip
     for miss in misses.itertuples():
-        bound = [part.split("=")[0] for part in miss.bound.split(", ")] if miss.depth else []
-        got = tuple(int(part.split(" ")[1]) for part in miss.bound.split(", ")) if bound else ()
-        assert bound == positives[: miss.depth]
-        if miss.depth == 0:  # no first component in its key (the plan's: [k], or implied)
+        chosen = bound_ids(miss) if miss.ids else {}
+        bound = positives[: miss.depth]
+        assert list(chosen)[: miss.depth] == bound and len(chosen) <= miss.depth + 1
+        got = tuple(chosen[v] for v in bound)
+        if not chosen:  # no first component in its key (the plan's: [k], or implied)
             key = [c for c in misses.columns if c not in COLUMNS]
             first = positives[0]
+
+            def first_event(row, first=first):
+                return by_id[row[first][0] if isinstance(row[first], list) else row[first]]
+
             same_key = [r for r in prefix[1]
-                        if all(by_id[r[first]][c] == getattr(miss, c) for c in key)]  # fmt: skip
+                        if all(first_event(r)[c] == getattr(miss, c) for c in key)]  # fmt: skip
             assert not same_key, (query, miss.reason)
             continue
-        assert got in {ids(r, bound) for r in prefix[miss.depth]}, (query, miss.bound)
+        if miss.depth:
+            assert got in {ids(r, bound) for r in prefix[miss.depth]}, (query, miss.bound)
         if miss.depth < len(positives):
-            extended = {ids(r, bound) for r in prefix[miss.depth + 1]}
-            assert got not in extended, (query, miss.bound, miss.reason)
+            # no match of the next prefix goes on from it (with the elements it took of
+            # the next component, when its aggregate failed on them)
+            nxt = positives[miss.depth]
+            taken = chosen.get(nxt, ())
+            for row in prefix[miss.depth + 1]:
+                elements = tuple(row[nxt]) if isinstance(row[nxt], list) else (row[nxt],)
+                assert not (ids(row, bound) == got and elements[: len(taken)] == taken), (
+                    query, miss.bound, miss.reason, row,
+                )  # fmt: skip
         else:  # a negation at an edge forbade it
             inner = oracle_matches(query_text(parts, edges=False), events)
             assert got in {ids(r, positives) for r in inner}
@@ -189,6 +244,20 @@ def test_a_negation_names_the_event_that_fired():
     ]
 
 
+def test_a_kleene_component_says_which_elements_its_aggregate_failed_on():
+    query = "PATTERN SEQ(Start a, CPU+ b[], Finish c) WHERE sum(b.v) > 200 AND prev(b.v) < b.v WITHIN 10"
+    misses = near_misses(EVENTS, query, OPTIONS)
+    assert list(misses["bound"])[:2] == [
+        "a=Start 1 at 0, b=[CPU 2 at 2, CPU 3 at 4]",
+        "a=Start 1 at 0, b=[CPU 3 at 4]",
+    ]  # (b=[CPU 2] alone goes on: it takes CPU 3)
+    assert list(misses["reason"])[:2] == [
+        "sum(b.v) > 200 was false for b = [2, 3]: 177 > 200",
+        "sum(b.v) > 200 was false for b = [3]: 97 > 200",
+    ]
+    assert list(misses["depth"]) == [1, 1, 1] and set(misses["stopped_at"]) == {"b"}
+
+
 def test_strategies_and_missing_types_are_said():
     assert reasons("PATTERN SEQ(Start a, Stop b) WITHIN 10", near=1) == [
         "no Stop event after Start 1 at 0"
@@ -209,8 +278,8 @@ def test_a_key_and_a_time_range_narrow_what_is_looked_at():
     assert list(misses["node"]) == ["n2"] and list(misses["depth"]) == [1]
     assert misses.attrs["summary"].startswith("3 events in 1 key, 0 matches")
     assert len(near_misses(events, query, OPTIONS, key="n2", start=21)) == 1  # depth 0
-    with pytest.raises(SparkcepError, match="Kleene closure"):
-        near_misses(events, "PATTERN SEQ(Start a, CPU+ b[]) WITHIN 10", OPTIONS)
+    with pytest.raises(SparkcepError, match="not a query of this kind"):
+        near_misses(events, "PATTERN SEQ(Start a, CPU b) WITHIN 10 AGG COUNT", OPTIONS)
 
 
 @pytest.mark.spark

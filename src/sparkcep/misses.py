@@ -24,12 +24,15 @@ depth. Near misses are ranked by depth, then by the time of their first event.
     >>> print(misses.loc[0, "reason"])
     c.v > a.v was false for C 2 at 4: 3 > 5 (the first C of 1 in the window)
 
-Native patterns without Kleene closure (the `nfa` engine's); others say so.
+Native patterns (the `nfa` engine's), Kleene closure included; others say so. A Kleene
+component that cannot close (an aggregate false on its elements, and no further event
+can join them) is a near miss of the components before it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 
 import numpy as np
 import pandas as pd
@@ -40,6 +43,7 @@ from sparkcep.language import ast
 from sparkcep.plan import Options
 from sparkcep.plan.model import Plan
 from sparkcep.prep.table import time_ticks
+from sparkcep.vec import Vec
 
 NEAR = 5  # near misses shown by default
 MAX_STEPS = 200_000  # partial matches explored, at most (a dense key: said in the result)
@@ -116,12 +120,8 @@ def _supported(plan: Plan) -> None:
     why_not = None
     if plan.spec is not None:
         why_not = "a query of this kind (AGG, event sets, interval times, lossy streams)"
-    elif any(c.kleene for c in plan.components):
-        why_not = "Kleene closure"
     if why_not:
-        raise SparkcepError(
-            f"why explains native SEQ patterns without Kleene closure so far, not {why_not}"
-        )
+        raise SparkcepError(f"why explains native SEQ patterns so far, not {why_not}")
 
 
 def _tick(value, column: pd.Series) -> int:
@@ -158,8 +158,9 @@ class _Explorer:
         self.values = {c: column_vec(self.part[c]) for c in self.part.columns}
         first = self.positives[0]
         starts = [i for i in range(len(self.part)) if self._fits(first, i)]
+        starts = [i for i in starts if self._condition_failure(first, [], i) is None]
         if not starts:
-            self._keep([], first.var, self._none_reason(first, None))
+            self._keep([], 0, first.var, self._none_reason(first, None))
         for i in starts:
             if self.steps >= MAX_STEPS:
                 self.capped = True
@@ -167,21 +168,32 @@ class _Explorer:
             self._extend([(first.var, i)])
 
     def _extend(self, bound: list[tuple[str, int]]) -> None:
+        """Every way `bound` goes on (more elements of an open Kleene component, the next
+        component, or the end), or keep it as a near miss when there is none."""
         self.steps += 1
-        k = len(bound)
-        if k == len(self.positives):
+        k = len({var for var, _ in bound})  # components with an event bound
+        current = self.positives[k - 1]
+        branches: list[tuple[str, int]] = []
+        closure = None
+        if current.kleene:
+            more, _ = self._candidates(bound, current, element=True)
+            branches += [(current.var, i) for i in more]
+            closure = self._closure_failure(bound, current)
+        if closure is None and k == len(self.positives):
             self._complete(bound)
-            return
-        component = self.positives[k]
-        nexts, reason = self._next_events(bound, component)
-        if not nexts:
-            self._keep(bound, component.var, reason)
-            return
-        for i in nexts:
+        elif closure is None:
+            following = self.positives[k]
+            nexts, reason = self._candidates(bound, following)
+            branches += [(following.var, i) for i in nexts]
+            if not nexts:  # (more elements of a Kleene component: other partial matches)
+                self._keep(bound, k, following.var, reason)
+        elif not branches:
+            self._keep(bound, k - 1, current.var, closure)
+        for branch in branches:
             if self.steps >= MAX_STEPS:
                 self.capped = True
                 return
-            self._extend([*bound, (component.var, i)])
+            self._extend([*bound, branch])
 
     def _complete(self, bound: list[tuple[str, int]]) -> None:
         for negation in self.plan.negations:
@@ -189,15 +201,16 @@ class _Explorer:
                 continue  # checked as the positive after it bound
             fired = self._negation_fires(negation, bound)
             if fired is not None:
-                self._keep(bound, negation.component.var, fired)
+                self._keep(bound, len(self.positives), negation.component.var, fired)
                 return
         self.matches += 1
 
     # ---- the next component -------------------------------------------------------------
 
-    def _next_events(self, bound, component) -> tuple[list[int], str]:
-        """The events that can bind `component` after `bound` (the strategy's), or none
-        and why."""
+    def _candidates(self, bound, component, element: bool = False) -> tuple[list[int], str]:
+        """The events that can bind `component` after `bound` (the strategy's): its next
+        element (`element`: an open Kleene component), or its first event; or none and
+        why (said for a next component only)."""
         last = bound[-1][1]
         later = [i for i in range(last + 1, len(self.part)) if self._after(last, i)]
         strategy = self.plan.strategy
@@ -209,11 +222,11 @@ class _Explorer:
             eligible = [i for i in later if self._eligible(component, bound, i)]
             candidates = eligible[:1]
             if not candidates:
-                return [], self._none_reason(component, bound, later)
+                return [], "" if element else self._none_reason(component, bound, later)
         else:
             candidates = later
         passing = [i for i in candidates if self._why_not(component, bound, i) is None]
-        if passing:
+        if passing or element:
             return passing, ""
         if strategy == "STRICT_CONTIGUITY":
             return [], f"strict contiguity: {self._why_not(component, bound, candidates[0])}"
@@ -263,18 +276,17 @@ class _Explorer:
         )
 
     def _why_not(self, component, bound, i) -> str | None:
-        """Why event `i` cannot bind `component` after `bound` (None: it can)."""
+        """Why event `i` cannot bind `component` (its next element, or its first event)
+        after `bound` (None: it can)."""
         if not self._typed(component, i):
             return f"{self._event(i)} is not a {component.event_type}"
         if not self._in_window(bound, i):
             return self._late(bound, i)
-        failed = self._local_failure(component, i)
+        failed = self._local_failure(component, i) or self._condition_failure(component, bound, i)
         if failed:
             return failed
-        binding = {**dict(bound), component.var: i}
-        for condition in self.plan.conditions:
-            if condition.stage == component.pos and not self._holds(condition.expr, binding):
-                return self._false(condition.expr, binding, component.var)
+        if any(var == component.var for var, _ in bound):
+            return None  # a further element: no negation stands between elements
         for negation in self.plan.negations:
             if negation.component.gap == component.pos and self._checked_early(negation):
                 fired = self._negation_fires(negation, list(bound), i)
@@ -284,22 +296,42 @@ class _Explorer:
 
     def _eligible(self, component, bound, i) -> bool:
         """SKIP_TILL_NEXT_MATCH's eligibility: type and the conditions of the components so
-        far (not the window, not negations)."""
-        if not self._typed(component, i) or self._local_failure(component, i):
-            return False
-        binding = {**dict(bound), component.var: i}
-        return all(
-            self._holds(c.expr, binding) for c in self.plan.conditions if c.stage == component.pos
-        )
+        far (not the window, not negations, not aggregates)."""
+        return self._fits(component, i) and self._condition_failure(component, bound, i) is None
+
+    def _condition_failure(self, component, bound, i) -> str | None:
+        """The condition checked as `i` binds `component` that fails, said (None: none):
+        each for every element of the Kleene components it names element-wise."""
+        lists = _lists([*bound, (component.var, i)])
+        fixed = {component.var: len(lists[component.var]) - 1}
+        for condition in self.plan.conditions:
+            if condition.stage != component.pos or condition.kind == "closure":
+                continue
+            choice = self._failing(condition.expr, lists, fixed)
+            if choice is not None:
+                return self._false(condition.expr, lists, choice, component.var)
+        return None
+
+    def _closure_failure(self, bound, component) -> str | None:
+        """The condition on the whole of a Kleene component (an aggregate) that its
+        elements in `bound` fail, said (None: none)."""
+        lists = _lists(bound)
+        for condition in self.plan.conditions:
+            if condition.stage == component.pos and condition.kind == "closure":
+                choice = self._failing(condition.expr, lists, {})
+                if choice is not None:
+                    return self._false(condition.expr, lists, choice, component.var, whole=True)
+        return None
 
     def _negation_fires(self, negation, bound, nxt=None) -> str | None:
         """The event by which a negation forbids `bound` (with `nxt` as the next
-        positive component, when given), said; None: none does."""
+        positive component's first event, when given), said; None: none does."""
         gap, w = negation.component.gap, self.plan.window
-        binding = dict(bound)
-        if nxt is not None:
-            binding[self.positives[len(bound)].var] = nxt
-        first, last = bound[0][1], max(binding.values())
+        steps = (
+            [*bound, (self.positives[len(_lists(bound))].var, nxt)] if nxt is not None else bound
+        )
+        lists = _lists(steps)
+        first, last = steps[0][1], max(i for _, i in steps)
         if gap == 0:
             window = [i for i in range(first) if self._after(i, first)]
             window = [i for i in window if w is None or self.ticks[i] > self.ticks[last] - w]
@@ -309,15 +341,16 @@ class _Explorer:
             window = [i for i in window if w is None or self.ticks[i] < self.ticks[first] + w]
             where = f"after {self._event(last)}, within the window"
         else:
-            lo, hi = binding[self.positives[gap - 1].var], binding[self.positives[gap].var]
+            lo = lists[self.positives[gap - 1].var][-1]
+            hi = lists[self.positives[gap].var][0]
             window = [i for i in range(lo + 1, hi) if self._after(lo, i) and self._after(i, hi)]
             where = f"between {self._event(lo)} and {self._event(hi)}"
         component = negation.component
         for i in window:
-            if not self._typed(component, i) or self._local_failure(component, i):
+            if not self._fits(component, i):
                 continue
-            scope = {**binding, component.var: i}
-            if all(self._holds(c, scope) for c in negation.conditions):
+            scope = {**lists, component.var: [i]}
+            if all(self._failing(c, scope, {}) is None for c in negation.conditions):
                 return f"the negation !{component.var} fired: {self._event(i)} {where}"
         return None
 
@@ -346,41 +379,95 @@ class _Explorer:
         return w is None or self.ticks[i] - self.ticks[bound[0][1]] < w
 
     def _local_failure(self, component, i: int) -> str | None:
-        binding = {component.var: i}
+        lists = {component.var: [i]}
         for expr in component.local:
-            if not self._holds(expr, binding):
-                return self._false(expr, binding, component.var)
+            choice = self._failing(expr, lists, {})
+            if choice is not None:
+                return self._false(expr, lists, choice, component.var)
         return None
 
-    def _resolve(self, binding: dict[str, int]):
+    def _failing(self, expr, lists: dict[str, list[int]], fixed: dict[str, int]):
+        """None when `expr` holds for every choice of one element of each Kleene component
+        it names element-wise (`fixed`: the element of those already chosen; a `prev`
+        is not checked on a first element), else the first choice for which it does not."""
+        refs = _element_refs(expr)
+        axes = [
+            [(var, p) for p in ([fixed[var]] if var in fixed else range(len(lists[var])))]
+            for var in refs
+        ]
+        for combo in product(*axes):
+            choice = dict(combo)
+            if any(prev and choice[var] == 0 for var, prev in refs.items()):
+                continue
+            value = evaluate(expr, self._resolve(lists, choice), 1)
+            if (value.null is not None and value.null[0]) or not value.values[0]:
+                return choice
+        return None
+
+    def _resolve(self, lists: dict[str, list[int]], choice: dict[str, int]):
+        def one(attr: str, at: int | None) -> Vec:
+            column = self.values[attr]
+            if at is None:
+                return Vec(np.zeros(1, dtype=np.int64), np.ones(1, dtype=bool))
+            null = None if column.null is None else column.null[at : at + 1]
+            return Vec(column.values[at : at + 1], null)
+
         def resolve(expr):
             if isinstance(expr, ast.AttrRef):
-                column = self.values[expr.attr]
-                at = binding[expr.var]
-                null = None if column.null is None else column.null[at : at + 1]
-                return type(column)(column.values[at : at + 1], null)
+                return one(expr.attr, lists[expr.var][choice.get(expr.var, 0)])
+            if isinstance(expr, ast.Call) and expr.name == "prev":
+                arg = expr.args[0]
+                return one(arg.attr, lists[arg.var][choice[arg.var] - 1])
+            if isinstance(expr, ast.Call) and expr.name in AGGREGATES:
+                return self._aggregate(expr, lists)
             raise SparkcepError(f"why cannot evaluate {ast.to_text(expr)} yet")
 
         return resolve
 
-    def _holds(self, expr, binding: dict[str, int]) -> bool:
-        value = evaluate(expr, self._resolve(binding), 1)
-        null = value.null is not None and bool(value.null[0])
-        return not null and bool(value.values[0])
+    def _aggregate(self, call, lists) -> Vec:
+        """An aggregate over a component's elements, as docs/semantics.md says: count
+        counts elements, sum/avg/min/max skip nulls (null when all are), first/last."""
+        arg = call.args[0]
+        items = lists[arg.var]
+        if call.name == "count":
+            return Vec(np.array([len(items)], dtype=np.int64))
+        column = self.values[arg.attr]
+        null = column.null if column.null is not None else np.zeros(len(column.values), bool)
+        if call.name in ("first", "last"):
+            at = items[0] if call.name == "first" else items[-1]
+            return Vec(column.values[at : at + 1], null[at : at + 1])
+        present = [column.values[i] for i in items if not null[i]]
+        if not present:
+            return Vec(np.zeros(1, dtype=column.values.dtype), np.ones(1, dtype=bool))
+        value = {"sum": sum, "min": min, "max": max}.get(call.name, lambda v: sum(v) / len(v))(
+            present
+        )
+        return Vec(np.array([value]))
 
-    def _value(self, expr, binding) -> str:
-        value = evaluate(expr, self._resolve(binding), 1)
+    def _value(self, expr, lists, choice) -> str:
+        value = evaluate(expr, self._resolve(lists, choice), 1)
         if value.null is not None and value.null[0]:
             return "null"
         shown = value.values[0]
         return repr(shown) if isinstance(shown, str) else str(shown)
 
-    def _false(self, expr, binding, var: str) -> str:
-        """`expr was false for T id at t: left op right` (the values compared)."""
+    def _false(self, expr, lists, choice, var: str, whole: bool = False) -> str:
+        """`expr was false for T id at t: left op right` (the values compared); for the
+        whole of a Kleene component (`whole`), its events' ids."""
         text = _bare(ast.to_text(expr))
-        event = self._event(binding[var])
+        if whole:
+            ids = ", ".join(str(self.part["__id"].iloc[i]) for i in lists[var])
+            event = f"{var} = [{ids}]"
+        else:
+            event = self._event(lists[var][choice.get(var, len(lists[var]) - 1)])
+            others = [v for v in choice if v != var and len(lists[v]) > 1]
+            if others:  # the element of another Kleene component it failed with
+                event += " with " + ", ".join(
+                    f"{v}[{choice[v]}]={self._event(lists[v][choice[v]])}" for v in others
+                )
         if isinstance(expr, ast.BinOp) and expr.op not in ("and", "or"):
-            left, right = self._value(expr.left, binding), self._value(expr.right, binding)
+            left = self._value(expr.left, lists, choice)
+            right = self._value(expr.right, lists, choice)
             return f"{text} was false for {event}: {left} {expr.op} {right}"
         return f"{text} was false for {event}"
 
@@ -410,9 +497,9 @@ class _Explorer:
 
     # ---- the near misses kept -----------------------------------------------------------
 
-    def _keep(self, bound, stopped_at: str, reason: str) -> None:
+    def _keep(self, bound, depth: int, stopped_at: str, reason: str) -> None:
         first = self.ticks[bound[0][1]] if bound else 0
-        rank = (-len(bound), int(first), [int(i) for _, i in bound])
+        rank = (-depth, int(first), [int(i) for _, i in bound])
         shown = self._bound_text(bound)  # (now: the partition's rows are at hand)
         ids = [self.part["__id"].iloc[i] for _, i in bound]
         times = [self.part[self.options.time_col].iloc[i] for _, i in bound]
@@ -421,7 +508,17 @@ class _Explorer:
             self.best = sorted(self.best)[: self.near]
 
     def _bound_text(self, bound) -> str:
-        return ", ".join(f"{var}={self._event(i)}" for var, i in bound)
+        """`a=A 1 at 0, b=[B 2 at 1, B 3 at 4]` (a Kleene component's events in brackets)."""
+        lists = _lists(bound)
+        return ", ".join(
+            f"{var}={self._event(items[0])}"
+            if not self._kleene(var)
+            else f"{var}=[{', '.join(self._event(i) for i in items)}]"
+            for var, items in lists.items()
+        )
+
+    def _kleene(self, var: str) -> bool:
+        return any(c.var == var and c.kleene for c in self.positives)
 
     def result(self, frame: pd.DataFrame, partitions: int) -> pd.DataFrame:
         misses = sorted(self.best)[: self.near]
@@ -500,6 +597,36 @@ def draw(misses: pd.DataFrame, events: pd.DataFrame, plan: Plan, options: Option
     figure.tight_layout(rect=(0, 0.04 + 0.035 * len(notes), 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
+
+
+def _lists(bound) -> dict[str, list[int]]:
+    """var -> its events (one for a singleton, the elements of a Kleene component)."""
+    lists: dict[str, list[int]] = {}
+    for var, i in bound:
+        lists.setdefault(var, []).append(i)
+    return lists
+
+
+def _element_refs(expr, under_aggregate: bool = False) -> dict[str, bool]:
+    """The variables an expression names element by element (not inside an aggregate),
+    each with whether it names its `prev`."""
+    found: dict[str, bool] = {}
+    if isinstance(expr, ast.AttrRef):
+        return {} if under_aggregate else {expr.var: False}
+    if isinstance(expr, ast.Call):
+        if expr.name == "prev" and not under_aggregate:
+            return {expr.args[0].var: True}
+        under_aggregate = under_aggregate or expr.name in AGGREGATES
+    for value in vars(expr).values():
+        items = value if isinstance(value, tuple | list) else (value,)
+        for item in items:
+            if isinstance(item, ast.Expr):
+                for var, prev in _element_refs(item, under_aggregate).items():
+                    found[var] = found.get(var, False) or prev
+    return found
 
 
 def _variables(expr) -> set[str]:
