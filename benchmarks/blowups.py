@@ -7,7 +7,10 @@ under --memory-budget 500MB. Writes benchmarks/results/blowups.md.
 - cubic-n: `SEQ(A a, B b, C c)` over n A's, n B's, n C's (n^3 matches: 3.4 M for 150,
   which fits the default budget, 27 M for 300);
 - unkeyed-1M: `SEQ(A a, B b) WITHIN 1 days` over 1,000,000 events of types A and B,
-  one per 50 ms (about 1.25e11 matches).
+  one per 50 ms (about 1.25e11 matches);
+- hospital-ses: the event set pattern `SEQ({c, p+}, {b}) ... WITHIN 15 days INCLUSIVE
+  SELECT ALL` over the hospital log (150,291 events; one window alone has 3.5 M
+  matches, another 32 M), by the ses engine: counted before enumerating (docs/ses.md).
 
     python -m benchmarks.blowups [--quick]   (--quick: without unkeyed-1M)
 """
@@ -39,6 +42,14 @@ def cubic(n: int) -> pd.DataFrame:
     return pd.DataFrame({"ts": range(3 * n), "type": ["A"] * n + ["B"] * n + ["C"] * n})
 
 
+HOSPITAL = Path(__file__).parent.parent.parent / "shared" / "data" / "medical" / "hospital.csv.gz"
+HOSPITAL_SES = (
+    "PATTERN SEQ({c, p+}, {b}) WHERE [case_id] AND c.activity='vervolgconsult poliklinisch' "
+    "AND p.activity='aanname laboratoriumonderzoek' AND b.activity='ordertarief' "
+    "WITHIN 15 days INCLUSIVE SELECT ALL"
+)
+
+
 def unkeyed(n: int) -> pd.DataFrame:
     rng = np.random.default_rng(1)
     return pd.DataFrame({"ts": np.arange(n) * 50, "type": rng.choice(["A", "B"], n)})
@@ -55,6 +66,12 @@ CASES = {
         lambda: unkeyed(1_000_000),
         None,
         ["--time-unit", "ms"],
+    ),
+    "hospital-ses": (
+        HOSPITAL_SES,
+        lambda: pd.read_csv(HOSPITAL),
+        None,
+        ["--time", "timestamp", "--type", "activity"],
     ),
 }
 MODES = {
@@ -97,6 +114,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, (query, events, expected, extra) in CASES.items():
             if args.quick and name == "unkeyed-1M":
+                continue
+            if name == "hospital-ses" and not HOSPITAL.exists():
                 continue
             source = Path(tmp) / f"{name}.csv"
             events().to_csv(source, index=False)

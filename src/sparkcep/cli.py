@@ -199,6 +199,7 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
     capped: bool = False
     reasons: dict[str, int] | None = None  # the rejected rows' reasons, when every row is
+    why: str | None = None  # no match: how to learn why
 
     def all_rejected(self) -> str | None:
         """The error of a run that rejected every row it read (it matched nothing)."""
@@ -288,9 +289,9 @@ def run(
         summary.warnings = []
     elif not summary.rows and summary.label == "matches" and not is_match_recognize(text):
         shown = query if os.path.exists(query) else "QUERY"
-        summary.warnings.append(
-            f"no match: `sparkcep why {shown} --input {input}` shows the partial matches "
-            "that got furthest, and why each stopped"
+        summary.why = (
+            f"`sparkcep why {shown} --input {input}` shows the partial matches that got "
+            "furthest, and why each stopped"
         )
     _print_summary(summary, output, rejected_path, explicit_rejected=rejected is not None)
     if failure:
@@ -560,6 +561,8 @@ def _print_summary(s: Summary, output, rejected_path, explicit_rejected):
     table.add_row("events/s", f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}")
     if s.engine_seconds is not None:
         table.add_row("engine seconds", f"{s.engine_seconds:.3f}")
+    if s.why:
+        table.add_row("no match?", s.why)
     out.print(table)
     for w in dict.fromkeys(s.warnings):
         err.print("warning: " + w, style="yellow", markup=False, highlight=False)

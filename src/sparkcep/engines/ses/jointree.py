@@ -51,7 +51,8 @@ class JoinTreeMatcher:
         self.cands = {v: np.flatnonzero(table.mask & b) for v, b in self.bit.items()}
         self.steps = 0
 
-    def matches(self, h: int, end: int) -> list[Binding]:
+    def matches(self, h: int, end: int, limit: int | None = None) -> list[Binding]:
+        """`limit`: at most that many (the tree builds them all first)."""
         self.steps = 0
         if self.key is not None and self.key[h] < 0:
             return []
@@ -61,11 +62,12 @@ class JoinTreeMatcher:
             for var in members[1:]:
                 part = self._join(part, self._leaf(var, h, end), sequence=False)
             node = part if node is None else self._join(node, part, sequence=True)
-        return [
+        out = [
             binding
             for binding, events, _, _ in node
             if h in events and self.conditions.holds_final(binding)
         ]
+        return out if limit is None else out[:limit]
 
     def _leaf(self, var: str, h: int, end: int) -> list[tuple]:
         cands = self.cands[var]

@@ -101,7 +101,8 @@ class SesMatcher:
         self.steps = 0
 
     # ---- the window's matches
-    def matches(self, h: int, end: int) -> list[Binding]:
+    def matches(self, h: int, end: int, limit: int | None = None) -> list[Binding]:
+        """`limit` (SELECT ALL): stop once that many are found (the first found)."""
         self.steps = 0
         if self.key is not None and self.key[h] < 0:
             return []
@@ -109,7 +110,10 @@ class SesMatcher:
         if self.select == "all":
             out: list[Binding] = []
             for skeleton in self._skeletons(h, window, None):
-                out += self._extensions(skeleton, h, end, prune=False)
+                rest = None if limit is None else limit - len(out)
+                out += self._extensions(skeleton, h, end, prune=False, limit=rest)
+                if limit is not None and len(out) >= limit:
+                    break
             return out
         return self._earliest_maximal(h, end, window)
 
@@ -195,7 +199,9 @@ class SesMatcher:
         return any(all(f[v] <= lows[v] for v in self.variables) for f, _ in found)
 
     # ---- step 2: extensions
-    def _extensions(self, skeleton: Binding, h: int, end: int, *, prune: bool) -> list[Binding]:
+    def _extensions(
+        self, skeleton: Binding, h: int, end: int, *, prune: bool, limit: int | None = None
+    ) -> list[Binding]:
         plus = [v for v in self.variables if v in self.kleene]
         if not plus:
             return [skeleton] if self.conditions.holds_final(skeleton) else []
@@ -215,10 +221,10 @@ class SesMatcher:
         )
         leaves: list[Binding] = []
         binding = {v: list(p) for v, p in skeleton.items()}
-        self._extend(events, binding, plus, ceiling, prune, leaves)
+        self._extend(events, binding, plus, ceiling, prune, leaves, limit)
         return leaves
 
-    def _extend(self, events, binding, plus, ceiling, prune, leaves) -> None:
+    def _extend(self, events, binding, plus, ceiling, prune, leaves, limit=None) -> None:
         """Depth first over `events`: each is taken by a `v+` it fits, or skipped. An
         explicit stack (a binding can take thousands of events).
 
@@ -238,8 +244,8 @@ class SesMatcher:
                 pending[step.taken] = step.saved
                 step.taken = None
             if step.i == len(events):
-                if not any(pending.values()) and self.conditions.holds_final(binding):
-                    leaves.append({v: list(p) for v, p in binding.items()})
+                if self._leaf(binding, pending, leaves, limit):
+                    return  # the limit reached
                 stack.pop()
                 continue
             x = events[step.i]
@@ -274,6 +280,13 @@ class SesMatcher:
                     for v in step.fitted:
                         pending[v].append(x)
                     stack.append(_Step(step.i + 1))
+
+    def _leaf(self, binding, pending, leaves, limit) -> bool:
+        """Keeps a complete binding that is a leaf; whether `limit` leaves are kept."""
+        if not any(pending.values()) and self.conditions.holds_final(binding):
+            leaves.append({v: list(p) for v, p in binding.items()})
+            return limit is not None and len(leaves) >= limit
+        return False
 
     def _goes_back(self, var, binding, skipped, all_vars) -> bool:
         """Whether a skipped event fits between var's previous event and its newest."""

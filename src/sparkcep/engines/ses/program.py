@@ -22,15 +22,17 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from sparkcep.budget import CELL_BYTES
+import sparkcep.engines.ses.matcher as _limits
+from sparkcep.budget import CELL_BYTES, TooManyMatches, describe_size
 from sparkcep.engines.base import Program
 from sparkcep.engines.nfa.matcher import Matches, PatternMatcher
 from sparkcep.engines.nfa.rows import match_rows, plan_order, plan_output
 from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.ses.chain import EarliestChain
 from sparkcep.engines.ses.conditions import Binding, Conditions
+from sparkcep.engines.ses.count import COUNT_FROM, MatchCounter
 from sparkcep.engines.ses.jointree import JoinTreeMatcher
-from sparkcep.engines.ses.matcher import SesMatcher, pattern_sets
+from sparkcep.engines.ses.matcher import SesMatcher, TooManyBindings, pattern_sets
 from sparkcep.engines.state import state_class
 from sparkcep.plan import Plan
 from sparkcep.plan.sets import SesSpec, prune_level
@@ -259,7 +261,19 @@ class WindowedProgram(Program):
 
 
 class BindingProgram(WindowedProgram):
-    """A program whose matcher gives bindings window by window (SES, join tree)."""
+    """A program whose matcher gives bindings window by window (SES, join tree).
+
+    Every match (SELECT ALL) of a pattern with no condition between events is counted
+    window by window before any is enumerated (`count.MatchCounter`, for the windows
+    whose bound exceeds `COUNT_FROM`): a window whose matches cannot fit the memory
+    budget, or would take the matcher past its step limit, stops the run at once with
+    one line; with `--max-matches`, a window with more matches than are still wanted
+    is enumerated only that far."""
+
+    count_first: ClassVar[bool] = True  # False: enumerate without counting (benchmarks)
+    remedies: ClassVar[str] = (
+        "use SELECT EARLIEST MAXIMAL, a smaller window{key} or --max-matches N"
+    )
 
     def make_matcher(self, plan, table, columns, key):
         raise NotImplementedError
@@ -268,19 +282,69 @@ class BindingProgram(WindowedProgram):
         attrs = plan.engine_attributes()
         columns = {a: table.columns[a].to_list() for a in attrs}
         key = self.key_codes(plan, frame, table)
+        counts = self._count_first(plan, frame, table, key, heads, ends)
         matcher = self.make_matcher(plan, table, columns, key)
         found: list[Binding] = []
         firsts: list[int] = []
         meter = self.budget.meter()
+        cap = self.budget.max_matches
         for h in heads.tolist():
             if meter.capped:
                 break
-            for binding in matcher.matches(h, int(ends[h])):
+            limit = None
+            if cap is not None and counts.get(h, 0) > cap - meter.found:
+                limit = cap - meter.found  # more than are still wanted: the first found
+            for binding in matcher.matches(h, int(ends[h]), limit):
                 found.append(binding)
                 firsts.append(h)
                 cells = 3 + sum(len(p) for p in binding.values())  # start, end, ids
                 meter.hold(cells * CELL_BYTES, matches=1)
         return bindings_to_matches(plan, table, Conditions(plan, columns), found, firsts)
+
+    # ---- counting before enumerating
+    def _count_first(self, plan, frame, table, key, heads, ends) -> dict[int, int]:
+        """The matches of the windows worth counting (head -> number); stops the run
+        when they cannot be held or enumerated."""
+        select = plan.spec.select if isinstance(plan.spec, SesSpec) else "all"
+        if not self.count_first or not len(heads) or not MatchCounter.applies(plan, select):
+            return {}
+        counter = MatchCounter(plan, table, key)
+        bounds = counter.log2_bounds(heads, ends[heads])
+        memory, cap = self.budget.memory, self.budget.max_matches
+        counts: dict[int, int] = {}
+        total = matches = 0
+        largest = (0, 0)
+        for h in heads[bounds > np.log2(COUNT_FROM)].tolist():
+            n, cells = counter.count(h, int(ends[h]))
+            counts[h] = n
+            nbytes = (3 * n + cells) * CELL_BYTES  # what the program would hold
+            if cap is None and nbytes > memory:
+                where = _window_text(plan, frame, table, h, self.options.time_col)
+                raise TooManyMatches(
+                    f"stopped before matching: {where} alone has {_many(n)} matches "
+                    f"(SELECT ALL), whose rows take {_size(nbytes)}, more than the memory "
+                    f"budget of {describe_size(memory)}; {self._remedies(plan)}"
+                    + (", or raise --memory-budget" if nbytes < 2**40 else "")
+                )
+            self.check_window(counter, plan, frame, table, h, int(ends[h]), n, cap)
+            total += nbytes
+            matches += n
+            largest = max(largest, (n, h))
+        if cap is None and total > memory:
+            where = _window_text(plan, frame, table, largest[1], self.options.time_col)
+            raise TooManyMatches(
+                f"stopped before matching: the match windows hold at least {_many(matches)} "
+                f"matches (SELECT ALL; {where}, {_many(largest[0])}), whose rows take "
+                f"{_size(total)}, more than the memory budget of {describe_size(memory)}; "
+                f"{self._remedies(plan)}, or raise --memory-budget"
+            )
+        return counts
+
+    def check_window(self, counter, plan, frame, table, h, end, n, cap) -> None:
+        """Stops when the matcher could not enumerate the window's `n` matches."""
+
+    def _remedies(self, plan: Plan) -> str:
+        return self.remedies.format(key="" if plan.key else ", a key (WHERE [k])")
 
 
 class SesProgram(BindingProgram):
@@ -293,6 +357,17 @@ class SesProgram(BindingProgram):
 
     def make_matcher(self, plan, table, columns, key):
         return SesMatcher(plan, table, columns, key=key)
+
+    def check_window(self, counter, plan, frame, table, h, end, n, cap) -> None:
+        # Every match is a partial match tried: past the step limit, unless --max-matches
+        # stops the window earlier.
+        if cap is None and n > _limits.STEP_LIMIT:
+            where = _window_text(plan, frame, table, h, self.options.time_col)
+            raise TooManyBindings(
+                f"stopped before matching: {where} alone has {_many(n)} matches (SELECT "
+                f"ALL), more than the {_limits.STEP_LIMIT:,} partial matches one window "
+                f"may take; {self._remedies(plan)}"
+            )
 
     def match_windows(self, plan, frame, table, heads, ends) -> Matches:
         select = plan.spec.select if isinstance(plan.spec, SesSpec) else "all"
@@ -318,8 +393,32 @@ class JoinTreeProgram(BindingProgram):
     engine = "jointree"
     matcher_name = "join tree"
 
+    remedies = (
+        "use --algorithm ses (SELECT EARLIEST MAXIMAL, or --max-matches N) or a smaller window{key}"
+    )
+
     def make_matcher(self, plan, table, columns, key):
         return JoinTreeMatcher(plan, table, columns, key=key)
+
+    def check_window(self, counter, plan, frame, table, h, end, n, cap) -> None:
+        # The tree builds every match, and first each v+'s Kleene closure node, one
+        # partial match each: past the step limit, whatever --max-matches says.
+        limit = _limits.STEP_LIMIT
+        what = None
+        if n > limit:
+            what = f"alone has {_many(n)} matches (SELECT ALL)"
+        else:
+            for var in sorted(counter.kleene):
+                k = counter.closure(h, end, var)
+                if k > limit:
+                    what = f"gives the join tree {_many(k)} sequences of {var}+ (its closure node)"
+                    break
+        if what is not None:
+            where = _window_text(plan, frame, table, h, self.options.time_col)
+            raise TooManyBindings(
+                f"stopped before matching: {where} {what}, more than the {limit:,} partial "
+                f"matches one window may take; {self._remedies(plan)}"
+            )
 
     def matcher_words(self, plan: Plan) -> str:
         return (
@@ -359,6 +458,29 @@ def bindings_to_matches(
     values = {col.name: [conditions.value(col, b) for b in found] for col in plan.returns}
     segment = table.segment[first] if n else np.zeros(0, dtype=np.int64)
     return Matches(first, last, segment, positions, values)
+
+
+def _window_text(plan: Plan, frame: pd.DataFrame, table: EventTable, h: int, time_col: str) -> str:
+    """'the match window from <time> (<key> <value>)': the window of table position h."""
+    row = frame.iloc[int(table.row[h]) if table.row is not None else h]
+    keys = ", ".join(f"{k} {row[k]}" for k in plan.key if k in frame.columns)
+    return f"the match window from {row[time_col]}" + (f" ({keys})" if keys else "")
+
+
+def _many(n: int) -> str:
+    """
+    >>> _many(12345), _many(2**60), _many(2**5000)
+    ('12,345', 'about 1.2e+18', 'about 2^5000')
+    """
+    if n < 10**15:
+        return f"{n:,}"
+    if n.bit_length() < 1000:
+        return f"about {float(n):.1e}"
+    return f"about 2^{n.bit_length() - 1}"
+
+
+def _size(nbytes: int) -> str:
+    return describe_size(nbytes) if nbytes < 2**40 else f"{_many(nbytes)} bytes"
 
 
 def _plain_matches(plan: Plan, table: EventTable, first, positions) -> Matches:
