@@ -51,6 +51,7 @@ def cases(draw):
         c["kleene"] = c["kleene"] and not c["neg"]
     positives = [c["var"] for c in comps if not c["neg"]]
     kleene = [c["var"] for c in comps if c["kleene"]]
+    strategy = draw(st.sampled_from(STRATEGIES))
     conds = []  # (text, variables)
     for c in comps:
         if draw(st.integers(0, 3)) == 0:
@@ -60,6 +61,8 @@ def cases(draw):
         x, y = draw(st.permutations(positives))[:2]
         if not (x in kleene and y in kleene):  # (two Kleene element-wise: not generated)
             op = draw(st.sampled_from(["<", "<=", "=", "!="]))
+            if strategy == "STRICT_CONTIGUITY" and op == "=":
+                op = "<="  # (an equality may make a key of a prefix query, not of the query)
             conds.append((f"{x}.v {op} {y}.v", {x, y}))
     for var in kleene:
         if draw(st.booleans()):
@@ -74,14 +77,15 @@ def cases(draw):
         if c["neg"] and draw(st.booleans()):
             other = draw(st.sampled_from(positives))
             side = f"max({other}.v)" if other in kleene else f"{other}.v"
-            conds.append((f"{c['var']}.v = {side}", {c["var"]}))
+            op = "<=" if strategy == "STRICT_CONTIGUITY" else "="
+            conds.append((f"{c['var']}.v {op} {side}", {c["var"]}))
     edge = comps[0]["neg"] or comps[-1]["neg"]
     window = draw(st.integers(1, 9)) if edge or draw(st.booleans()) else None
     parts = {
         "comps": comps,
         "conds": conds,
         "key": draw(st.booleans()),
-        "strategy": draw(st.sampled_from(STRATEGIES)),
+        "strategy": strategy,
         "window": window,
     }
     events = [
@@ -92,10 +96,10 @@ def cases(draw):
     return events, parts
 
 
-def query_text(parts, depth: int | None = None, edges: bool = True) -> str:
-    """The query of `parts`, or its prefix query of `depth` positive components;
-    without `edges`, no negation at the start or end."""
-    comps = parts["comps"]
+def query_text(parts, depth: int | None = None, drop: set = frozenset()) -> str:
+    """The query of `parts`, or its prefix query of `depth` positive components; without
+    the negated components `drop`."""
+    comps = [c for c in parts["comps"] if c["var"] not in drop]
     positives = [i for i, c in enumerate(comps) if not c["neg"]]
     if depth is not None:
         comps = comps[positives[0] : positives[depth - 1] + 1]  # the middle negations
@@ -105,8 +109,6 @@ def query_text(parts, depth: int | None = None, edges: bool = True) -> str:
         comps = [c for c in comps if not c["neg"] or not any(
             c["var"] in used and any(f"{v}." in t for v in "abcd" if v not in kept)
             for t, used in parts["conds"])]  # fmt: skip
-    elif not edges:
-        comps = comps[positives[0] : positives[-1] + 1]
     names = {c["var"] for c in comps}
     text = "PATTERN SEQ(" + ", ".join(_component(c) for c in comps) + ")"
     conds = [t for t, used in parts["conds"] if used <= names]
@@ -181,7 +183,7 @@ def test_near_misses_are_real_partial_matches_that_cannot_go_on(case):
                         if all(first_event(r)[c] == getattr(miss, c) for c in key)]  # fmt: skip
             assert not same_key, (query, miss.reason)
             continue
-        if miss.depth:
+        if miss.depth and miss.depth < len(positives):
             assert got in {ids(r, bound) for r in prefix[miss.depth]}, (query, miss.bound)
         if miss.depth < len(positives):
             # no match of the next prefix goes on from it (with the elements it took of
@@ -193,9 +195,11 @@ def test_near_misses_are_real_partial_matches_that_cannot_go_on(case):
                 assert not (ids(row, bound) == got and elements[: len(taken)] == taken), (
                     query, miss.bound, miss.reason, row,
                 )  # fmt: skip
-        else:  # a negation at an edge forbade it
-            inner = oracle_matches(query_text(parts, edges=False), events)
-            assert got in {ids(r, positives) for r in inner}
+        else:  # a negation forbade the whole binding: a match without the negations
+            negated = {c["var"] for c in parts["comps"] if c["neg"]}
+            assert miss.stopped_at in negated
+            without = oracle_matches(query_text(parts, drop=negated), events)
+            assert got in {ids(r, positives) for r in without}, (query, miss.reason)
             assert got not in {ids(r, positives) for r in full}, (query, miss.reason)
     if not full:
         deepest = max((k for k, rows in prefix.items() if rows), default=0)
@@ -317,3 +321,59 @@ def test_a_picture_of_the_near_misses(tmp_path):
     misses = sparkcep.why(EVENTS, query, id_col="id", plot=str(path))
     assert len(misses) == 3
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_the_matches_explained_are_the_oracles_and_their_alternatives_too(case):
+    """`match=ID`: the matches that start with event ID are exactly the oracle's; under
+    skip-till-any-match (no Kleene closure, no negation) each event's `others` is the
+    number of other events with which the match so far goes on (the oracle's matches of
+    the next prefix query that extend it)."""
+    events, parts = case
+    if not events:
+        return
+    query = query_text(parts)
+    positives = [c["var"] for c in parts["comps"] if not c["neg"]]
+    full = oracle_matches(query, events)
+    frame = pd.DataFrame(events)
+    for start in {_first_id(row, positives[0]) for row in full}:
+        explained = near_misses(frame, query, OPTIONS, match=start)
+        events_of = explained[explained["var"] != ""]
+        got = {
+            tuple(int(e.split(" ")[1]) for e in rows["event"])
+            for _, rows in events_of.groupby("match")
+        }
+        want = {_flat(row, positives) for row in full if _first_id(row, positives[0]) == start}
+        assert got == want, (query, start)
+        simple = not any(c["kleene"] or c["neg"] for c in parts["comps"])
+        if simple and parts["strategy"] == "SKIP_TILL_ANY_MATCH":
+            prefix = {k: oracle_matches(query_text(parts, k), events)
+                      for k in range(1, len(positives) + 1)}  # fmt: skip
+            for _, rows in events_of.groupby("match"):
+                chosen = [int(e.split(" ")[1]) for e in rows["event"]]
+                for j in range(1, len(chosen)):
+                    goes_on = {row[positives[j]] for row in prefix[j + 1]
+                               if ids(row, positives[:j]) == tuple(chosen[:j])}  # fmt: skip
+                    assert rows["others"].iloc[j] == len(goes_on) - 1, (query, chosen, j)
+
+
+def _first_id(row: dict, var: str) -> int:
+    return row[var][0] if isinstance(row[var], list) else row[var]
+
+
+def _flat(row: dict, positives: list[str]) -> tuple:
+    return tuple(e for v in positives for e in (row[v] if isinstance(row[v], list) else [row[v]]))
+
+
+def test_why_a_match_took_its_events():
+    query = "PATTERN SEQ(Start a, CPU b, Finish c) STRATEGY SKIP_TILL_NEXT_MATCH WITHIN 10"
+    explained = near_misses(EVENTS, query, OPTIONS, match=1)
+    assert explained.attrs["summary"] == "1 match starts with event 1"
+    assert list(explained["why"]) == [
+        "the match's first event",
+        "skip-till-next-match: the first CPU after Start 1 at 0 that fits; 1 later one would "
+        "have fitted too",
+        "skip-till-next-match: the first Finish after CPU 2 at 2 that fits",
+        "the window: its last event came 5 ticks before the window's end",
+    ]

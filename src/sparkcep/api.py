@@ -81,21 +81,25 @@ def explain(queries, data=None, *, options: Options | None = None) -> str:
 
 
 @takes_options()
-def why(
+def why(  # noqa: PLR0913 (the options of `sparkcep why`)
     data, query: str, *, options: Options | None = None, key=None, start=None, end=None,
-    near: int = 5, plot: str | None = None,
+    near: int = 5, plot: str | None = None, match=None,
 ):  # fmt: skip
     """Why a pattern query did not match (docs/why.md): a pandas DataFrame of the `near`
     partial matches that got furthest, with the events each bound and why the next
     component was not bound. `data` is a pandas DataFrame, or a Spark DataFrame (classic
     or Spark Connect) whose events of `key` (and the time range, when given) are
     brought to this process: at most WHY_MAX_ROWS of them. `plot`: a picture of the
-    key's events and near misses written to that file (.png, .svg; needs matplotlib)."""
+    key's events and near misses written to that file (.png, .svg; needs matplotlib).
+    `match`: an event id; instead, why each match that starts with that event bound the
+    events it did (the strategy's choice among those that fitted, and the window)."""
     from sparkcep.misses import near_misses
 
     if not isinstance(data, pd.DataFrame) and hasattr(data, "sparkSession"):
         data = _spark_slice(data, query, options, key)
-    return near_misses(data, query, options, key=key, start=start, end=end, near=near, plot=plot)
+    return near_misses(
+        data, query, options, key=key, start=start, end=end, near=near, plot=plot, match=match
+    )
 
 
 WHY_MAX_ROWS = 1_000_000

@@ -633,6 +633,12 @@ def why(
         str | None,
         typer.Option("--plot", help="Draw the key's events and near misses to this file (.png)."),
     ] = None,
+    match: Annotated[
+        str | None,
+        typer.Option(
+            "--match", help="An event id: why the matches that start with it bound what they did."
+        ),
+    ] = None,
     options: Options | None = None,
     name: NameOpt = None,
     sep: SepOpt = ",",
@@ -649,6 +655,16 @@ def why(
     options = _query_options(text, options)
     frame = read_pandas(InputSource.of(input, **_reading(sep, columns, null_value)))
     keys = tuple(key.split(",")) if key is not None else None
+    if match is not None:
+        explained = near_misses(frame, text, options, key=keys, start=start, end=end,
+                                match=match)  # fmt: skip
+        out.print(explained.attrs["summary"], highlight=False, markup=False)
+        for row in explained.to_dict("records"):
+            if row["var"] == explained["var"].iloc[0]:
+                out.print("", highlight=False, markup=False)  # (a match begins)
+            head = f"{row['var']}={row['event']}: " if row["var"] else ""
+            out.print(f"{head}{row['why']}", highlight=False, markup=False)
+        return
     misses = near_misses(frame, text, options, key=keys, start=start, end=end, near=near, plot=plot)
     out.print(misses.attrs["summary"], highlight=False, markup=False)
     if not len(misses):

@@ -61,7 +61,7 @@ class NearMiss:
     times: list = field(compare=False, default_factory=list)  # and their times
 
 
-def near_misses(
+def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
     events: pd.DataFrame,
     query: str,
     options: Options | None = None,
@@ -71,13 +71,17 @@ def near_misses(
     end=None,
     near: int = NEAR,
     plot: str | None = None,
+    match=None,
 ) -> pd.DataFrame:
     """The `near` partial matches of `query` over `events` that got furthest (see the
     module's docstring), one row each: the key's columns, `depth` (positive components
     bound) `of` (how many there are), `bound` (var=id@time, ...), `stopped_at` (the
     component not bound) and `reason`. `key`: one key's value (a tuple for several
-    key columns); `start`, `end`: the time range [start, end] of the events considered.
-    The frame's `attrs["summary"]` says what was looked at (and matches found)."""
+    key columns); `start`, `end`: the time range [start, end] of the events considered;
+    `plot`: a picture of them and the near misses (`draw`) written there (.png, .svg);
+    `match`: an event id: instead, why the matches that start with that event bound the
+    events they did (`_Explorer.explained_matches`). The frame's `attrs["summary"]` says
+    what was looked at (and matches found)."""
     from sparkcep.runners.local import check_events
 
     options = options or Options()
@@ -107,9 +111,14 @@ def near_misses(
     order = [*plan.key, "__ticks", *([plan.tiebreak] if plan.tiebreak else []), "__row"]
     frame = frame.sort_values(order, kind="stable")
     explorer = _Explorer(plan, options, near)
+    explorer.wanted = match
     groups = frame.groupby(list(plan.key), sort=False) if plan.key else [((), frame)]
     for value, part in groups:
+        if match is not None and not (part["__id"].astype(str) == str(match)).any():
+            continue  # (a match starting at `match` lies in its key)
         explorer.partition(value if isinstance(value, tuple) else (value,), part)
+    if match is not None:
+        return explorer.explained_matches()
     misses = explorer.result(frame, len(groups) if plan.key else 1)
     if plot is not None:
         draw(misses, frame, plan, options, plot)
@@ -142,6 +151,8 @@ class _Explorer:
         self.steps = 0
         self.matches = 0
         self.capped = False
+        self.wanted = None  # an event id: the matches that start with it are explained
+        self.explained: list[dict] = []
 
     # ---- one partition ------------------------------------------------------------------
 
@@ -204,6 +215,69 @@ class _Explorer:
                 self._keep(bound, len(self.positives), negation.component.var, fired)
                 return
         self.matches += 1
+        if self.wanted is not None and str(self.part["__id"].iloc[bound[0][1]]) == str(self.wanted):
+            self._explain_match(bound)
+
+    def _explain_match(self, bound) -> None:
+        """Why a match bound its events: for each, the strategy's choice among the events
+        that could have taken its place after the ones before it; then the window."""
+        number = 1 + len({row["match"] for row in self.explained})
+        strategy = self.plan.strategy
+        for at, (var, i) in enumerate(bound):
+            row = {"match": number, "var": var, "event": self._event(i), "others": 0}
+            if at == 0:
+                key = ", ".join(f"{c}={v}" for c, v in zip(self.plan.key, self.key, strict=True))
+                row["why"] = "the match's first event" + (f" (key {key})" if key else "")
+                self.explained.append(row)
+                continue
+            prefix, component = bound[:at], self._component(var)
+            last = prefix[-1][1]
+            later = [j for j in range(last + 1, len(self.part)) if self._after(last, j)]
+            fitting = [j for j in later if self._why_not(component, prefix, j) is None]
+            others = [j for j in fitting if j != i]
+            row["others"] = len(others)
+            before = self._event(last)
+            if strategy == "STRICT_CONTIGUITY":
+                row["why"] = f"strict contiguity: the event right after {before}"
+            elif strategy == "SKIP_TILL_NEXT_MATCH":
+                kind = component.event_type or "event"
+                n = len(others)
+                later_ones = f"; {n} later one{'s' * (n != 1)} would have fitted too" if n else ""
+                row["why"] = f"skip-till-next-match: the first {kind} after {before} that fits"
+                row["why"] += later_ones
+            elif others:
+                shown = ", ".join(self._event(j) for j in others[:3])
+                more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+                row["why"] = (
+                    f"skip-till-any-match: one of {len(fitting)} events that fit after "
+                    f"{before}; the others ({shown}{more}) take its place in matches of "
+                    "their own"
+                )
+            else:
+                row["why"] = f"skip-till-any-match: the only event that fits after {before}"
+            self.explained.append(row)
+        if self.plan.window is not None:
+            first, end = bound[0][1], max(i for _, i in bound)
+            room = int(self.ticks[first] + self.plan.window - self.ticks[end])
+            why = f"the window: its last event came {self._span(room)} before the window's end"
+            self.explained.append(
+                {"match": number, "var": "", "event": "", "why": why, "others": 0}
+            )
+
+    def _component(self, var: str):
+        return next(c for c in self.positives if c.var == var)
+
+    def explained_matches(self) -> pd.DataFrame:
+        """One row per event of each match that starts with the wanted event: `match`
+        (its number), `var`, `event`, `why`, `others` (how many other events could have
+        taken its place there); a last row per match on its window."""
+        out = pd.DataFrame(self.explained, columns=["match", "var", "event", "why", "others"])
+        found = out["match"].nunique() if len(out) else 0
+        starts = "starts" if found == 1 else "start"
+        out.attrs["summary"] = (
+            f"{found} match{'es' * (found != 1)} {starts} with event {self.wanted}"
+        )
+        return out
 
     # ---- the next component -------------------------------------------------------------
 
@@ -356,11 +430,14 @@ class _Explorer:
 
     def _checked_early(self, negation) -> bool:
         """Whether a negation between two positives is checked as the later one binds:
-        when its conditions name no positive after it (else: on the complete binding)."""
+        when its conditions name no positive after it, nor that one if it is a Kleene
+        component (else: on the complete binding)."""
         gap = negation.component.gap
         if gap in (0, len(self.positives)):
             return False
         later = {c.var for c in self.positives[gap + 1 :]}
+        if self.positives[gap].kleene:  # (an aggregate of all its events: known at the end)
+            later.add(self.positives[gap].var)
         return not any(_variables(c) & later for c in negation.conditions)
 
     # ---- events and conditions ----------------------------------------------------------
