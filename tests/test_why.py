@@ -377,3 +377,58 @@ def test_why_a_match_took_its_events():
         "skip-till-next-match: the first Finish after CPU 2 at 2 that fits",
         "the window: its last event came 5 ticks before the window's end",
     ]
+
+
+# ---- MATCH_RECOGNIZE ------------------------------------------------------------------------
+
+
+@st.composite
+def row_pattern_cases(draw):
+    """A random MATCH_RECOGNIZE query whose every row starts an attempt (SKIP TO NEXT
+    ROW) and whose matches each show their rows, empty ones too (their start row)."""
+    from mr_strategies import mr_queries
+    from strategies import streams
+
+    query = draw(mr_queries(allow_runtime_errors=False))
+    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+                 "ALL ROWS PER MATCH"):  # fmt: skip
+        query = query.replace(rows, "@ROWS@")
+    query = query.replace("@ROWS@", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")
+    query = query.replace("AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW")
+    if "MEASURES" in query:
+        query = query.replace("MEASURES ", "MEASURES MATCH_NUMBER() AS mno_, ", 1)
+    else:
+        query = query.replace(
+            "ALL ROWS PER MATCH", "MEASURES MATCH_NUMBER() AS mno_ ALL ROWS PER MATCH", 1
+        )
+    return draw(streams(max_events=8)), query
+
+
+@settings(max_examples=80, deadline=None)
+@given(row_pattern_cases())
+def test_row_pattern_near_misses_start_where_no_match_does(case):
+    """Every row starts an attempt (SKIP TO NEXT ROW): as many attempts fail (near
+    misses, all of them) as there are rows no match of the oracle starts at."""
+    from mr_oracle import SkipFailure, oracle_match_recognize
+    from strategies import events_frame
+
+    events, query = case
+    if "{-" in query:  # (an exclusion hides a match's rows, its start among them)
+        return
+    try:
+        expected = oracle_match_recognize(events, query)
+    except SkipFailure:
+        return
+    frame = events_frame(events)
+    order = "seq" if "ORDER BY ts, seq" in query else None
+    starts: dict = {}
+    partitioned = "PARTITION BY k" in query
+    for row in expected:  # (MATCH_NUMBER counts within a partition)
+        starts.setdefault((row["k"] if partitioned else None, row["mno_"]), []).append(row["id"])
+    matched = {ids[0] for ids in starts.values()}  # (rows in match order: the first starts it)
+    misses = near_misses(frame, query, Options(id_col="id"), near=10_000)
+    # the start row of each near miss, by the time (and tie-break) it names
+    assert misses.attrs["summary"].endswith(f"{len(misses):,} did not")
+    attempted = len(frame.dropna(subset=["k"])) if partitioned else len(frame)
+    assert len(misses) == attempted - len(matched), (query, misses, matched, order)

@@ -672,8 +672,13 @@ def why(
     key = [c for c in misses.columns if c not in MISS_COLUMNS]
     for row in misses.to_dict("records"):
         where = ", ".join(f"{c}={row[c]}" for c in key)
+        depth = (
+            f"{row['depth']} of {row['of']} bound"
+            if "of" in row
+            else (f"{row['depth']} rows matched")
+        )
         out.print(
-            f"\n{where + ': ' if where else ''}{row['depth']} of {row['of']} bound: "
+            f"\n{where + ': ' if where else ''}{depth}: "
             f"{row['bound']}\n  {row['stopped_at']} not bound: {row['reason']}",
             highlight=False,
             markup=False,

@@ -82,8 +82,15 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
     `match`: an event id: instead, why the matches that start with that event bound the
     events they did (`_Explorer.explained_matches`). The frame's `attrs["summary"]` says
     what was looked at (and matches found)."""
+    from sparkcep.plan.match_recognize import is_match_recognize
     from sparkcep.runners.local import check_events
 
+    if is_match_recognize(query):
+        from sparkcep.row_misses import row_near_misses
+
+        if start is not None or end is not None or plot is not None or match is not None:
+            raise SparkcepError("why on MATCH_RECOGNIZE takes a key and --near only, so far")
+        return row_near_misses(events, query, options, key=key, near=near)
     options = options or Options()
     checked = check_events(pd.DataFrame(events), query, options)
     if len(checked.plans) != 1:
@@ -531,7 +538,7 @@ class _Explorer:
     def _false(self, expr, lists, choice, var: str, whole: bool = False) -> str:
         """`expr was false for T id at t: left op right` (the values compared); for the
         whole of a Kleene component (`whole`), its events' ids."""
-        text = _bare(ast.to_text(expr))
+        text = bare_text(ast.to_text(expr))
         if whole:
             ids = ", ".join(str(self.part["__id"].iloc[i]) for i in lists[var])
             event = f"{var} = [{ids}]"
@@ -719,7 +726,7 @@ def _variables(expr) -> set[str]:
     return found
 
 
-def _bare(text: str) -> str:
+def bare_text(text: str) -> str:
     """A condition's text without the parentheses around the whole of it."""
     if text.startswith("(") and text.endswith(")"):
         depth = 0

@@ -1,0 +1,177 @@
+"""Why a MATCH_RECOGNIZE query did not match: for each row a match could start at and
+did not, how many rows its attempt matched before every partial match died, and why
+each died on the next row — the variable it wanted there and the DEFINE condition that
+was false on that row (with the values it compared), or the window, or the
+partition's end. Ranked by the rows matched, then by the start row (the `why` command's
+near misses for row patterns; `misses.py` has them for native patterns).
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"t": range(5), "price": [5, 4, 3, 3, 2]})
+    >>> query = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY t MEASURES A.price AS p "
+    ...          "PATTERN (A B+ C) DEFINE B AS price < PREV(price), C AS price > PREV(price))")
+    >>> misses = row_near_misses(rows, query)
+    >>> print(misses.loc[0, "reason"])
+    row t=3: B (price < PREV(price)) was false: 3 < 3; C (price > PREV(price)) was false: 3 > 3
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sparkcep.engines.match_recognize.matcher import RowPatternMatcher
+from sparkcep.engines.match_recognize.pattern import DONE
+from sparkcep.errors import SparkcepError
+from sparkcep.expressions import column_vec
+from sparkcep.language import ast
+from sparkcep.language.match_recognize import expr_text
+from sparkcep.misses import bare_text
+from sparkcep.plan import Options
+from sparkcep.prep.table import frame_ticks
+
+COLUMNS = ["depth", "bound", "stopped_at", "reason"]
+
+
+def row_near_misses(events, query: str, options: Options | None = None, *, key=None,
+                    near: int = 5) -> pd.DataFrame:  # fmt: skip
+    """The `near` failed attempts that matched the most rows, one row each: the
+    partition's columns, `depth` (rows matched), `bound` (each row's variable),
+    `stopped_at` (the variables wanted next) and `reason`."""
+    from sparkcep.plan.match_recognize import query_options
+    from sparkcep.runners.local import check_events
+
+    options = query_options(query, options or Options())
+    checked = check_events(pd.DataFrame(events), query, options)
+    program = checked.programs[0]
+    spec, q = program.spec, program.query
+    frame = program.in_order(checked.valid)
+    parts = list(spec.partition)
+    if key is not None:
+        wanted = key if isinstance(key, tuple) else (key,)
+        if len(wanted) != len(parts):
+            raise SparkcepError(f"the query's PARTITION BY is {parts or 'none'}: one value each")
+        for col, value in zip(parts, wanted, strict=True):
+            frame = frame[frame[col].astype(str) == str(value)]
+    found: list[tuple] = []
+    groups = frame.groupby(parts, sort=False) if parts else [((), frame)]
+    attempts = 0
+    for value, part in groups:
+        tracer = _Tracer(q, part.reset_index(drop=True), options)
+        for start in range(len(part)):
+            attempts += 1
+            miss = tracer.trace(start)
+            if miss is not None:
+                found.append((value if isinstance(value, tuple) else (value,), *miss))
+    found.sort(key=lambda m: (-m[1], m[2]))
+    rows = [
+        {**dict(zip(parts, k, strict=True)), "depth": d, "bound": b, "stopped_at": s, "reason": r}
+        for k, d, _, b, s, r in found[:near]
+    ]
+    out = pd.DataFrame(rows, columns=[*parts, *COLUMNS])
+    out.attrs["summary"] = (
+        f"{len(frame):,} rows, {attempts - len(found):,} attempts matched, {len(found):,} did not"
+    )
+    return out
+
+
+class _Tracer(RowPatternMatcher):
+    """The matcher of one partition, whose attempts say where and why they died."""
+
+    def __init__(self, query, part: pd.DataFrame, options: Options):
+        vecs = {c: column_vec(part[c]) for c in query.columns}
+        ticks = frame_ticks(part, options.time_col)
+        segment = np.zeros(len(part), dtype=np.int64)
+        rows = query.rows(vecs, ticks, segment, final=True)
+        super().__init__(query, rows.part(0, len(part), 0))
+        self.part, self.order_col = part, options.time_col
+        self.local = [
+            [(c, query.compiler.vector(c, label, vecs, segment)) for c in conjuncts]
+            for label, conjuncts in enumerate(query.row_local)
+        ]
+        self.sides = {}  # (label, conjunct index) -> (left Vec, right Vec) of a comparison
+        for label, conjuncts in enumerate(query.row_local):
+            for k, c in enumerate(conjuncts):
+                if isinstance(c, ast.BinOp) and c.op not in ("and", "or"):
+                    self.sides[(label, k)] = (
+                        query.compiler.vector(c.left, label, vecs, segment),
+                        query.compiler.vector(c.right, label, vecs, segment),
+                    )
+        self.history_text = [
+            [c for c in ast.conjuncts(query.spec.defines.get(v)) if c not in query.row_local[i]]
+            for i, v in enumerate(query.variables)
+        ]
+
+    def trace(self, start: int):
+        """None when an attempt from row `start` matches; else (rows matched, start,
+        bound, stopped_at, reason)."""
+        seg, q = self.seg, self.q
+        ticks, okbits = seg.ticks, seg.okbits
+        t0 = ticks[start]
+        feat0 = self.layout.initial() if self.layout else None
+        current: list = []
+        self._schedule(current, set(), 0, None, feat0, None, start)
+        best, j = None, start
+        while current:
+            if any(t[0] >= 0 and self.program.op[t[0]] == DONE for t in current):
+                return None  # a match (the preferred one, or one at least)
+            if j >= seg.n:
+                return self._miss(start, j, current, f"the partition ends after {self._row(j - 1)}")
+            if q.window is not None and ticks[j] - t0 >= q.window:
+                return self._miss(start, j, current, f"{self._row(j)} is past the window")
+            if feat0 is None:
+                nxt, best = self._step(current, best, j, okbits[j], q.history, start, 0)
+            else:
+                nxt, best = self._step_with_features(current, best, j, okbits[j], start, 0)
+            if best is not None:
+                return None
+            if not nxt:
+                return self._miss(start, j, current, self._why_row(current, j, start))
+            current, j = nxt, j + 1
+        return None if best is not None else self._miss(start, j, [], "no partial match")
+
+    def _why_row(self, current, j: int, start: int) -> str:
+        """Why no partial match in `current` takes row j: each wanted variable's DEFINE."""
+        said = []
+        for label in dict.fromkeys(self.program.a[t[0]] for t in current if t[0] >= 0):
+            var = self.q.variables[label]
+            if not (self.seg.okbits[j] >> label) & 1:
+                for k, (conjunct, truth) in enumerate(self.local[label]):
+                    if not truth.truth()[j]:
+                        said.append(
+                            f"{var} ({bare_text(expr_text(conjunct))}) was false"
+                            + self._values(label, k, j)
+                        )
+                        break
+            else:
+                texts = " AND ".join(bare_text(expr_text(c)) for c in self.history_text[label])
+                said.append(f"{var} ({texts}) was false with the rows matched so far")
+        return f"{self._row(j)}: " + "; ".join(said)
+
+    def _values(self, label: int, k: int, j: int) -> str:
+        sides = self.sides.get((label, k))
+        if sides is None:
+            return ""
+        shown = []
+        for side in sides:
+            null = side.null is not None and side.null[j]
+            value = side.values[j]
+            shown.append("null" if null else repr(value) if isinstance(value, str) else str(value))
+        op = self.q.row_local[label][k].op
+        return f": {shown[0]} {op} {shown[1]}"
+
+    def _miss(self, start: int, j: int, current, reason: str):
+        labels = []
+        node = current[0][1] if current else None
+        while node is not None:
+            labels.append(node[0])
+            node = node[1]
+        labels.reverse()
+        bound = ", ".join(
+            f"{self.q.variables[label]}={self._row(start + i)}" for i, label in enumerate(labels)
+        )
+        wanted = {self.q.variables[self.program.a[t[0]]] for t in current
+                  if t[0] >= 0 and self.program.op[t[0]] != DONE}  # fmt: skip
+        return len(labels), start, bound, ", ".join(sorted(wanted)), reason
+
+    def _row(self, i: int) -> str:
+        return f"row {self.order_col}={self.part[self.order_col].iloc[i]}"
