@@ -68,8 +68,10 @@ def row_near_misses(events, query: str, options: Options | None = None, *, key=N
         for k, d, _, b, s, r in found[:near]
     ]
     out = pd.DataFrame(rows, columns=[*parts, *COLUMNS])
+    matched = attempts - len(found)
     out.attrs["summary"] = (
-        f"{len(frame):,} rows, {attempts - len(found):,} attempts matched, {len(found):,} did not"
+        f"{len(frame):,} rows, {matched:,} attempt{'s' * (matched != 1)} matched (one from "
+        f"each row), {len(found):,} did not"
     )
     return out
 
