@@ -41,8 +41,10 @@ def add_files(folder: Path, *names: str) -> None:
         time.sleep(0.02)  # (files are read in order of modification time)
 
 
-def batch_lines(query: str, names: list[str], tmp: Path) -> list[bytes]:
-    """The JSON lines `sparkcep run --local` writes for the query over these files."""
+def batch_lines(query: str, names: list[str], tmp: Path, rule: str) -> list[bytes]:
+    """The JSON lines `sparkcep run --local` writes for the query, named after its rule
+    (`QUERY rule: ...;`), over these files."""
+    query = f"QUERY {rule}: {query.strip()};"
     frame = pd.DataFrame([e for n in names for e in FILES[n]], columns=COLUMNS)
     out = tmp / f"batch-{abs(hash((query, *names)))}.jsonl"
     write_pandas(run_local(frame, query, id_col="id", time_unit="ms").matches, str(out))
@@ -88,12 +90,14 @@ def test_rules_added_changed_and_removed_give_each_rule_its_batch_rows(spark, tm
     assert code == 0, err
     assert "rule bad left out" in err  # said again by a new run (not twice by one)
     result = tmp_path / "out"
-    assert streamed_lines(result / "r1") == batch_lines(AB, ["f1", "f1z"], tmp_path)
+    assert streamed_lines(result / "r1") == batch_lines(AB, ["f1", "f1z"], tmp_path, "r1")
     assert sorted(streamed_lines(result / "r2")) == sorted(
-        batch_lines(AC, ["f1", "f1z"], tmp_path) + batch_lines(BC, ["f2", "f2z"], tmp_path)
+        batch_lines(AC, ["f1", "f1z"], tmp_path, "r2")
+        + batch_lines(BC, ["f2", "f2z"], tmp_path, "r2")
     )
-    assert streamed_lines(result / "r3") == batch_lines(ABV, ["f2", "f2z"], tmp_path)
+    assert streamed_lines(result / "r3") == batch_lines(ABV, ["f2", "f2z"], tmp_path, "r3")
     assert streamed_lines(result / "r3") and streamed_lines(result / "r1")  # (not vacuous)
+    assert b'"query":"r3"' in streamed_lines(result / "r3")[0]  # rows carry their rule
     manifest = json.loads((tmp_path / "ck" / "sparkcep-rules.json").read_text())
     assert sorted(manifest) == ["r2", "r3"]
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "ck" / "rules").iterdir()) == [
@@ -129,9 +133,11 @@ def test_a_kill_between_a_rule_change_and_its_first_rows_loses_nothing(tmp_path)
     assert not streamed_lines(tmp_path / "out" / "r3")  # killed before its first rows
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert streamed_lines(tmp_path / "out" / "r3") == batch_lines(ABV, ["f2", "f2z"], tmp_path)
+    assert streamed_lines(tmp_path / "out" / "r3") == batch_lines(
+        ABV, ["f2", "f2z"], tmp_path, "r3"
+    )
     assert sorted(streamed_lines(tmp_path / "out" / "r1")) == sorted(
-        batch_lines(AB, ["f1", "f1z", "f2", "f2z"], tmp_path)
+        batch_lines(AB, ["f1", "f1z", "f2", "f2z"], tmp_path, "r1")
     )
 
 

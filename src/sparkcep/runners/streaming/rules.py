@@ -15,6 +15,8 @@ across restarts, the rows it would have given without the change.
 - A changed file (another text) is a removal, then an addition.
 - A file whose query has an error is reported once (its name and the error's line) and
   left out; the others keep running.
+- A rule's rows carry its name in a `query` column (its file's name, for a file of one
+  unnamed query; a file of named queries names its own).
 
 The rules in force are kept in `CHECKPOINT/sparkcep-rules.json` (written before a rule's
 stream starts, and again after one stops): a restart goes on with the same rules, each
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -48,6 +51,19 @@ def rule_files(folder: str) -> dict[str, str]:
         for p in sorted(Path(folder).glob("*.cep"))
         if not p.name.startswith(".")
     }
+
+
+def rule_text(name: str, text: str) -> str:
+    """The rule's query, named after its file when it is one unnamed pattern query (so
+    that its rows carry the rule's name in a `query` column); as written otherwise."""
+    from sparkcep.language.forms import is_match_recognize
+
+    body = text.strip().rstrip(";").strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or is_match_recognize(body):
+        return text
+    if re.match(r"(QUERY|RULE)\b", body, re.IGNORECASE) or ";" in body:
+        return text  # named queries (or several) carry their own names
+    return f"QUERY {name}: {body};"
 
 
 def text_hash(text: str) -> str:
@@ -244,6 +260,7 @@ def rule_streams(spark, rules: str, input: str, output: str, checkpoint: str, *,
         source = read_stream(
             spark, input, max_files=max_files, checkpoint=rule_checkpoint, **(reading or {})
         )
+        text = rule_text(name, text)
         result = make_stream(source, text, options=query_options(text, options), lateness=lateness)
         late, rejected = os.path.join(rule_output, "late"), os.path.join(rule_output, "rejected")
         return start(
