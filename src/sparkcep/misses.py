@@ -40,6 +40,7 @@ import pandas as pd
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import column_vec, evaluate
 from sparkcep.language import ast
+from sparkcep.language.ast import bare_text
 from sparkcep.plan import Options
 from sparkcep.plan.model import Plan
 from sparkcep.prep.table import time_ticks
@@ -724,18 +725,6 @@ def _variables(expr) -> set[str]:
             if isinstance(item, ast.Expr):
                 found |= _variables(item)
     return found
-
-
-def bare_text(text: str) -> str:
-    """A condition's text without the parentheses around the whole of it."""
-    if text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for at, char in enumerate(text):
-            depth += {"(": 1, ")": -1}.get(char, 0)
-            if depth == 0 and at < len(text) - 1:
-                return text
-        return text[1:-1]
-    return text
 
 
 def _time_text(value) -> str:

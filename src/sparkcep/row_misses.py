@@ -24,8 +24,8 @@ from sparkcep.engines.match_recognize.pattern import DONE
 from sparkcep.errors import SparkcepError
 from sparkcep.expressions import column_vec
 from sparkcep.language import ast
+from sparkcep.language.ast import bare_text
 from sparkcep.language.match_recognize import expr_text
-from sparkcep.misses import bare_text
 from sparkcep.plan import Options
 from sparkcep.prep.table import frame_ticks
 

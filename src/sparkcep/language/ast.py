@@ -268,3 +268,15 @@ def to_text(expr: Expr) -> str:
     if isinstance(expr, Equivalence):
         return f"[{expr.attr}]"
     raise TypeError(f"not an expression: {expr!r}")
+
+
+def bare_text(text: str) -> str:
+    """A condition's text without the parentheses around the whole of it."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for at, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and at < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
