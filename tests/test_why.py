@@ -29,6 +29,7 @@ from sparkcep.errors import SparkcepError
 from sparkcep.misses import COLUMNS, near_misses
 from sparkcep.plan import Options
 
+ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = ("SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH", "STRICT_CONTIGUITY")
 
 
@@ -293,6 +294,21 @@ def test_a_spark_dataframe_gives_the_pandas_near_misses(spark):
     through_spark = sparkcep.why(spark.createDataFrame(EVENTS), query, id_col="id")
     assert through_spark.to_dict("records") == local.to_dict("records")
     assert list(local["depth"]) == [2, 2, 1]
+    ticker = pd.read_csv(ROOT / "examples" / "ticker_v_shapes" / "events.csv")
+    rows = (ROOT / "examples" / "ticker_v_shapes" / "query.cep").read_text()
+    rows = rows.replace("UP+)", "UP UP UP)")
+    by_key = sparkcep.why(spark.createDataFrame(ticker), rows, key="XYZ")
+    assert by_key.to_dict("records") == sparkcep.why(ticker, rows, key="XYZ").to_dict("records")
+    assert set(by_key["symbol"]) == {"XYZ"} and len(by_key)
+    # without an id column, events are named by their row in the whole DataFrame
+    events = EVENTS.drop(columns=["id"]).assign(node=["n1", "n2", "n2", "n1", "n1", "n2"])
+    query = "PATTERN SEQ(Start a, CPU b) WHERE [node] AND b.v > 98 WITHIN 10"
+    local = sparkcep.why(events, query, key="n2")
+    assert local["ids"].tolist() == [[]] and "no Start event" in local.loc[0, "reason"]
+    local = sparkcep.why(events, query, key="n1")
+    assert local["ids"].tolist() == [[0], [4]]  # (its Starts: rows 0 and 4 of the frame)
+    through_spark = sparkcep.why(spark.createDataFrame(events), query, key="n1")
+    assert through_spark["ids"].tolist() == [[0], [4]]
 
 
 def test_the_command_line_prints_the_near_misses(tmp_path):

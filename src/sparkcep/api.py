@@ -96,7 +96,7 @@ def why(  # noqa: PLR0913 (the options of `sparkcep why`)
     from sparkcep.misses import near_misses
 
     if not isinstance(data, pd.DataFrame) and hasattr(data, "sparkSession"):
-        data = _spark_slice(data, query, options, key)
+        data, options = _spark_slice(data, query, options, key)
     return near_misses(
         data, query, options, key=key, start=start, end=end, near=near, plot=plot, match=match
     )
@@ -105,23 +105,37 @@ def why(  # noqa: PLR0913 (the options of `sparkcep why`)
 WHY_MAX_ROWS = 1_000_000
 
 
+WHY_ROW = "__why_row"  # a Spark DataFrame's row numbers, taken before a key's rows are
+
+
 def _spark_slice(df, query: str, options: Options, key):
-    """The events of a Spark DataFrame that `why` looks at, as pandas: the key's rows
-    only, when a key is given (filtered in Spark)."""
+    """The events of a Spark DataFrame that `why` looks at, as pandas, and the options
+    to read them with: the key's rows only, when a key is given (filtered in Spark),
+    named without an id column by their row numbers in the whole DataFrame, as `match`
+    names them."""
+    from dataclasses import replace
+
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from sparkcep.plan.analyzer import plan_queries
 
+    if options.id_col is None and key is not None:
+        order = Window.orderBy(F.monotonically_increasing_id())
+        df = df.withColumn(WHY_ROW, F.row_number().over(order) - 1)
+        options = replace(options, id_col=WHY_ROW)
     if key is not None:
+        from sparkcep.plan.match_recognize import query_options
+
         schema = _schema(df)
-        plans, _ = plan_queries(query, schema, options)
+        plans, _ = plan_queries(query, schema, query_options(query, options))
         wanted = key if isinstance(key, tuple) else (key,)
         for col, value in zip(plans[0].key, wanted, strict=False):
             df = df.filter(F.col(f"`{col}`").cast("string") == str(value))
     rows = df.limit(WHY_MAX_ROWS + 1).toPandas()
     if len(rows) > WHY_MAX_ROWS:
         raise SparkcepError(f"why looks at more than {WHY_MAX_ROWS:,} events: give a key (key=...)")
-    return rows
+    return rows, options
 
 
 @takes_options()
