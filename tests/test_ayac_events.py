@@ -87,10 +87,6 @@ def _oracle_events(events: pd.DataFrame, query: str, theta: float):
 
 
 def _agree_by_event(events: pd.DataFrame, query: str):
-    _agree_by_event_with_the_oracle(events, query)
-
-
-def _agree_by_event_with_the_oracle(events: pd.DataFrame, query: str):
     plan = analyze(query)
     theta = plan.spec.threshold
     variables, groups = _oracle_events(events, query, theta)

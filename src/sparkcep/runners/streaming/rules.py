@@ -91,7 +91,7 @@ class RuleStreams:
     output: str
     checkpoint: str
     start_rule: object  # (name, text, checkpoint, output) -> (StreamingQuery, BatchWriter)
-    fmt: str = "jsonl"
+    trigger: str = "available-now"  # (available-now and once: sync at start only)
     running: dict[str, Running] = field(default_factory=dict)
     history: list[str] = field(default_factory=list)  # rules added and removed, when
     errors: dict[str, str] = field(default_factory=dict)  # name -> the text reported
@@ -268,9 +268,7 @@ def rule_streams(spark, rules: str, input: str, output: str, checkpoint: str, *,
             checkpoint=rule_checkpoint, trigger=trigger, fmt=fmt,
         )  # fmt: skip
 
-    streams = RuleStreams(spark, rules, input, output, checkpoint, start_rule, fmt)
-    streams.trigger = trigger
-    return streams
+    return RuleStreams(spark, rules, input, output, checkpoint, start_rule, trigger)
 
 
 def run_rules(streams: RuleStreams, *, timeout: float | None = None, stop=None,
@@ -280,7 +278,7 @@ def run_rules(streams: RuleStreams, *, timeout: float | None = None, stop=None,
     import threading
 
     streams.sync(report)
-    once = getattr(streams, "trigger", "available-now") in ("available-now", "once")
+    once = streams.trigger in ("available-now", "once")
     streams.wait(until_done=once, timeout=timeout, stop=stop or threading.Event(), report=report)
     return streams
 
