@@ -19,6 +19,7 @@ from test_bad_inputs import sparkcep as in_process
 
 from sparkcep.files import write_pandas
 from sparkcep.runners.local import run_local
+from sparkcep.runners.streaming.rules import RuleStreams
 
 AB = "PATTERN SEQ(A a, B b) WHERE [k] WITHIN 100\n"
 AC = "PATTERN SEQ(A a, C c) WHERE [k] WITHIN 100\n"
@@ -67,9 +68,12 @@ def test_rules_added_changed_and_removed_give_each_rule_its_batch_rows(spark, tm
     rules, inputs = tmp_path / "rules", tmp_path / "in"
     rules.mkdir()
     inputs.mkdir()
+    add_files(inputs, "f1", "f1z")
+    said = []  # (an empty folder is said once)
+    RuleStreams(None, str(rules), str(inputs), "", str(tmp_path / "ck0"), None).sync(said.append)
+    assert said == [f"the rules folder '{rules}' holds no .cep file: no rule runs yet"]
     (rules / "r1.cep").write_text(AB)
     (rules / "r2.cep").write_text(AC)
-    add_files(inputs, "f1", "f1z")
     code, _, err = in_process(capsys, *stream_args(tmp_path))
     assert code == 0, err
     assert "rule r1 added: it reads every file" in err

@@ -282,6 +282,12 @@ def test_a_key_and_a_time_range_narrow_what_is_looked_at():
     misses = near_misses(events, query, OPTIONS, key="n2")
     assert list(misses["node"]) == ["n2"] and list(misses["depth"]) == [1]
     assert misses.attrs["summary"].startswith("3 events in 1 key, 0 matches")
+    rejected = pd.concat([events, pd.DataFrame([{"id": 9, "type": "Start", "node": "n2"}])])
+    assert (
+        near_misses(rejected, query, OPTIONS)
+        .attrs["summary"]
+        .endswith("; 1 row rejected (time, type or a cell unreadable), not looked at")
+    )  # (a row without a time)
     assert len(near_misses(events, query, OPTIONS, key="n2", start=21)) == 1  # depth 0
     with pytest.raises(SparkcepError, match="not a query of this kind"):
         near_misses(events, "PATTERN SEQ(Start a, CPU b) WITHIN 10 AGG COUNT", OPTIONS)
@@ -445,6 +451,6 @@ def test_row_pattern_near_misses_start_where_no_match_does(case):
     matched = {ids[0] for ids in starts.values()}  # (rows in match order: the first starts it)
     misses = near_misses(frame, query, Options(id_col="id"), near=10_000)
     # the start row of each near miss, by the time (and tie-break) it names
-    assert misses.attrs["summary"].endswith(f"{len(misses):,} did not")
+    assert misses.attrs["summary"].split(";")[0].endswith(f"{len(misses):,} did not")
     attempted = len(frame.dropna(subset=["k"])) if partitioned else len(frame)
     assert len(misses) == attempted - len(matched), (query, misses, matched, order)

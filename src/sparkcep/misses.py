@@ -126,8 +126,11 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
             continue  # (a match starting at `match` lies in its key)
         explorer.partition(value if isinstance(value, tuple) else (value,), part)
     if match is not None:
-        return explorer.explained_matches()
+        explained = explorer.explained_matches()
+        explained.attrs["summary"] += checked.rejected_note()
+        return explained
     misses = explorer.result(frame, len(groups) if plan.key else 1)
+    misses.attrs["summary"] += checked.rejected_note()
     if plot is not None:
         draw(misses, frame, plan, options, plot)
     return misses

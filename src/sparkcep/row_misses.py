@@ -72,7 +72,7 @@ def row_near_misses(events, query: str, options: Options | None = None, *, key=N
     out.attrs["summary"] = (
         f"{len(frame):,} rows, {matched:,} attempt{'s' * (matched != 1)} matched (one from "
         f"each row), {len(found):,} did not"
-    )
+    ) + checked.rejected_note()
     return out
 
 

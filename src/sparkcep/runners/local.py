@@ -114,6 +114,15 @@ class CheckedEvents:
     mostly: dict[str, tuple[int, int]]  # text columns that are mostly numbers
     read: set[str]  # the columns the programs read
 
+    def rejected_note(self) -> str:
+        """`; N rows rejected (...)` for a summary, or nothing when none was."""
+        n = len(self.rejected) + len(self.later)
+        if not n:
+            return ""
+        return (
+            f"; {n:,} row{'s' * (n != 1)} rejected (time, type or a cell unreadable), not looked at"
+        )
+
 
 def check_events(
     frame: pd.DataFrame, queries, options: Options, *, typed: set[str] | None = None

@@ -96,6 +96,7 @@ class RuleStreams:
     history: list[str] = field(default_factory=list)  # rules added and removed, when
     errors: dict[str, str] = field(default_factory=dict)  # name -> the text reported
     finished: dict[tuple, object] = field(default_factory=dict)  # (name, hash) -> writer
+    said_empty: bool = False
 
     def __post_init__(self):
         self.root = Path(self.checkpoint)
@@ -146,6 +147,9 @@ class RuleStreams:
         new ones (and, after a restart, the rules in force). `report(text)` is told."""
         report = report or (lambda text: None)
         found = rule_files(self.rules)
+        if not found and not self.manifest and not self.said_empty:
+            self.said_empty = True  # (said once: a stream may wait for its first rule)
+            report(f"the rules folder '{self.rules}' holds no .cep file: no rule runs yet")
         digests = {name: text_hash(text) for name, text in found.items()}
         for name in list(self.manifest):
             if digests.get(name) != self.manifest[name]["hash"]:
