@@ -153,3 +153,47 @@ def _wait_for(condition, process, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
         time.sleep(0.2)
+
+
+def test_the_folder_is_read_again_when_a_micro_batch_ends(spark, tmp_path):
+    """On an interval trigger the rules' loop wakes when any rule's micro-batch ends, not
+    only on its clock: with the clock set to ten minutes, a rule added while the stream
+    runs is in force as soon as the next micro-batch ends."""
+    import threading
+
+    from sparkcep.plan.model import Options
+    from sparkcep.runners.streaming.rules import rule_streams
+
+    rules, inputs = tmp_path / "rules", tmp_path / "in"
+    rules.mkdir()
+    inputs.mkdir()
+    (rules / "r1.cep").write_text(AB)
+    add_files(inputs, "f1", "f1z")
+    streams = rule_streams(
+        spark, str(rules), str(inputs), str(tmp_path / "out"), str(tmp_path / "ck"),
+        options=Options(id_col="id", time_unit="ms"), trigger="1 second", max_files=1,
+    )  # fmt: skip
+    streams.sync()
+    stop, said = threading.Event(), []
+    loop = threading.Thread(
+        target=streams.wait,
+        kwargs={"until_done": False, "timeout": 120, "stop": stop, "report": said.append,
+                "every": 600},
+    )  # fmt: skip
+    loop.start()
+    try:
+        _wait_for_rows(lambda: streamed_lines(tmp_path / "out" / "r1"))
+        (rules / "r3.cep").write_text(ABV)
+        add_files(inputs, "f2")  # a micro-batch of r1 ends: the folder is read
+        _wait_for_rows(lambda: "r3" in streams.running, timeout=60)
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+    assert any(line.startswith("rule r3 added") for line in said), said
+
+
+def _wait_for_rows(condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)

@@ -25,6 +25,7 @@ from its own checkpoint, and then applies what changed in the folder meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -229,18 +230,26 @@ class RuleStreams:
 
     def wait(self, *, until_done: bool, timeout: float | None, stop, report=None,
              every: float = 1.0) -> None:  # fmt: skip
-        """Keep in step with the folder every `every` seconds until every rule's stream
-        has ended (`until_done`: available-now and once triggers), `timeout`, or `stop`
+        """Keep in step with the folder after each micro-batch of any rule (and every
+        `every` seconds) until every rule's stream has ended (`until_done`: available-now and once triggers), `timeout`, or `stop`
         (an Event: Ctrl-C)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not stop.is_set():
-            if until_done and all(not r.query.isActive for r in self.running.values()):
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            stop.wait(every)
-            if not until_done:
-                self.sync(report)
+        boundary = BatchEnds.listening(self.spark) if not until_done else None
+        try:
+            while not stop.is_set():
+                if until_done and all(not r.query.isActive for r in self.running.values()):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if boundary is None:
+                    stop.wait(every)
+                else:
+                    boundary.wait(every, stop)
+                if not until_done:
+                    self.sync(report)
+        finally:
+            if boundary is not None:
+                boundary.close()
         for running in self.running.values():
             if running.query.isActive:
                 running.query.stop()
@@ -248,6 +257,56 @@ class RuleStreams:
     def writers(self) -> dict[str, tuple[str, object]]:
         """(name, hash) -> the writer of each rule version run by this process."""
         return {**self.finished, **{(n, r.digest): r.writer for n, r in self.running.items()}}
+
+
+class BatchEnds:
+    """Wakes the rules' loop when any of the session's streams ends a micro-batch, so
+    the folder is read again at micro-batch boundaries (and at least every second when
+    none ends): a Spark streaming-query listener. Where the session cannot take a
+    Python listener, the loop reads the folder every second only."""
+
+    def __init__(self, spark):
+        import threading
+
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.spark, self.ended = spark, threading.Event()
+        ended = self.ended
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):
+                pass
+
+            def onQueryProgress(self, event):
+                ended.set()
+
+            def onQueryIdle(self, event):
+                ended.set()
+
+            def onQueryTerminated(self, event):
+                ended.set()
+
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
+
+    @classmethod
+    def listening(cls, spark) -> BatchEnds | None:
+        try:
+            return cls(spark)
+        except Exception:  # no listener here: the every-second reading alone
+            return None
+
+    def wait(self, every: float, stop) -> None:
+        """Until a micro-batch ends, `every` seconds pass, or `stop` is set."""
+        deadline = time.monotonic() + every
+        while not stop.is_set() and time.monotonic() < deadline:
+            if self.ended.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+                break
+        self.ended.clear()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # a stopped session: nothing to remove
+            self.spark.streams.removeListener(self.listener)
 
 
 def rule_streams(spark, rules: str, input: str, output: str, checkpoint: str, *, options,  # noqa: PLR0913
