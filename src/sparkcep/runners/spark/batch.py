@@ -316,7 +316,11 @@ def _laid_out(program: Program, checked: Checked, partitions: int) -> tuple[Data
         events = _explode_ranges(events, layout)
         events = events.repartition(layout.parts, F.col(RANGE))
     else:
-        if before is None or after is None:
+        # (a MATCH_RECOGNIZE plan without PARTITION BY says so itself, as --local does)
+        said = any(
+            "the whole input is one partition" in w for p in program.plans for w in p.warnings
+        )
+        if (before is None or after is None) and not said:
             warnings.warn(
                 "the query has neither a key nor a window: all events are matched in one partition",
                 stacklevel=4,

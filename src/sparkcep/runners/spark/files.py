@@ -121,6 +121,22 @@ def _has_rows(path: str, sep: str, has_header: bool) -> bool:
         return True
 
 
+def csv_layout(writer, columns: int):
+    """Spark's CSV writer set to write text as the local runner (pandas, RFC 4180) does:
+    a quote inside a quoted cell doubled (Spark's default escapes it with a backslash,
+    which other readers take for a cell's end), blanks at either end of a cell kept (by
+    default Spark trims them), an empty text an empty cell. In a file of one column, a
+    null is `""`: an empty line would be no row (Spark's writer drops it)."""
+    writer = (
+        writer.option("escape", '"')
+        .option("ignoreLeadingWhiteSpace", False)
+        .option("ignoreTrailingWhiteSpace", False)
+    )
+    if columns == 1:
+        return writer.option("nullValue", '""')
+    return writer.option("emptyValue", "")
+
+
 def write_spark(
     df, path: str, *, order: list[str] | None = None, limit: int | None = None,
     before_move=None,
@@ -155,9 +171,9 @@ def write_spark(
                 "timestampFormat", SPARK_TIME_FORMAT
             ).json(tmp + "/out")
         elif fmt == "csv":
-            writer.option("header", True).option("timestampFormat", SPARK_TIME_FORMAT).csv(
-                tmp + "/out"
-            )
+            csv_layout(writer, len(df.columns)).option("header", True).option(
+                "timestampFormat", SPARK_TIME_FORMAT
+            ).csv(tmp + "/out")
         else:
             writer.parquet(tmp + "/out")
         if before_move is not None:
