@@ -1060,6 +1060,14 @@ def mine_rules(
     key: Annotated[
         list[str] | None, typer.Option("--key", help="Partition by this column (repeatable).")
     ] = None,
+    shapes: Annotated[
+        str,
+        typer.Option(
+            "--shapes",
+            help="Predicates to mine: serial (a -> b -> c), parallel (a, b, c in any order) "
+            "or dag (every partial order, serial and parallel ones too).",
+        ),
+    ] = "serial",
     local: Annotated[bool, typer.Option("--local", help="pandas only, without Spark.")] = False,
     master: MasterOpt = None,
     options: Options | None = None,
@@ -1073,18 +1081,25 @@ def mine_rules(
     settings = MiningSettings(
         window=window, rule_window=rule_window or window, min_support=min_support,
         min_confidence=min_confidence, max_length=max_length, max_candidates=max_candidates,
-        symbol=symbol, key=tuple(key or ()),
+        symbol=symbol, key=tuple(key or ()), shapes=shapes,
     )  # fmt: skip
     with err.status("mining rules") as status:
         events, source = _rule_input(input, local, master, sep, status)
         rules, settings = mine_rules(events, settings, options, spark_source=source)
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(rules_file(rules, settings))
+    for level, n in settings.capped:
+        err.print(
+            f"warning: level {level} has more candidate predicates than --max-candidates: "
+            f"counted the first {n:,}, the rest were left out (rules may be missing)",
+            style="yellow", markup=False, highlight=False,
+        )  # fmt: skip
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("mode", "local (pandas, no Spark)" if local else "Spark")
     table.add_row("windows", f"predicate {settings.window}, rule {settings.rule_window}")
+    table.add_row("shapes", shapes)
     table.add_row("rules", f"{len(rules):,}  -> {output}")
     table.add_row("seconds", f"{time.time() - started:.2f}")
     out.print(table)

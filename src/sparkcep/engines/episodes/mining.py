@@ -17,6 +17,11 @@ others enclose it). These intervals are exactly what the engine reports for the 
 Support never grows when γ is extended (each minimal occurrence of γ·x extends its own
 one of γ), so candidates come from frequent predicates only.
 
+Parallel and DAG predicates (`mine(..., shapes="parallel" | "dag")`, `--shapes`) are
+partial orders of distinct symbols (`dag_mining`): their minimal occurrences come from
+`dag_minimal_occurrences`, their candidates from `dag_mining.next_level` (Apriori), and
+a rule file writes them with the edges of their transitive reduction.
+
 A stream generated from the rule A -> B ⇒ C:
 
 >>> import pandas as pd
@@ -29,12 +34,18 @@ A stream generated from the rule A -> B ⇒ C:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from sparkcep.engines.episodes.dag_mining import (
+    Episode,
+    is_serial_key,
+    minimal_intervals,
+    next_level,
+)
 from sparkcep.engines.episodes.symbols import symbol_values
 from sparkcep.prep.table import frame_ticks
 
@@ -141,6 +152,30 @@ def minimal_occurrences(part: Partition, predicate: Sequence[str], window: int) 
     return occ
 
 
+def dag_minimal_occurrences(part: Partition, episode: Episode, window: int) -> Occurrences:
+    """The minimal occurrences of any episode within `window` (`dag_mining`): events of
+    ordered symbols at earlier instants, of unordered ones at any, the same one too.
+
+    >>> p = partition(pd.DataFrame({"s": list("BABAB"), "t": range(5)}), "s", "t")
+    >>> mo = dag_minimal_occurrences(p, Episode.of("AB", []), window=5)  # A and B, any order
+    >>> list(zip(mo.start_tick.tolist(), mo.end_tick.tolist()))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    """
+    names = episode.order()
+    empty = np.zeros(0, dtype=np.int64)
+    instants = [np.unique(part.instants[part.index.get(s, empty)]) for s in names]
+    if any(not len(i) for i in instants):
+        return Occurrences(empty, empty, empty, empty)
+    succ: list[list[int]] = [[] for _ in names]
+    for u, v in episode.edges():
+        succ[u].append(v)
+    start, end = minimal_intervals(instants, succ, [v for v in range(len(names)) if not succ[v]])
+    start_tick = part.ticks[np.searchsorted(part.instants, start)]
+    end_tick = part.ticks[np.searchsorted(part.instants, end)]
+    inside = end_tick - start_tick < window
+    return Occurrences(start[inside], end[inside], start_tick[inside], end_tick[inside])
+
+
 def count_rules(
     part: Partition,
     predicates: Iterable[Sequence[str]],
@@ -156,7 +191,10 @@ def count_rules(
     symbol_ticks = {y: part.ticks[part.index[y]] for y in names}
     rows: list[tuple] = []
     for predicate in predicates:
-        occ = minimal_occurrences(part, predicate, window)
+        if is_serial_key(predicate):
+            occ = minimal_occurrences(part, predicate, window)
+        else:
+            occ = dag_minimal_occurrences(part, Episode.from_key(predicate), window)
         owned = np.ones(len(occ.end), dtype=bool)
         if part.own_from is not None:
             owned &= occ.end_tick >= part.own_from
@@ -215,6 +253,70 @@ def extend(frequent: Sequence[tuple[str, ...]], symbols: Sequence[str], limit: i
     return out
 
 
+@dataclass
+class Mined:
+    """What `mine` found: the rules, each frequent predicate's support, and the levels
+    whose candidates the cap cut (level, candidates counted)."""
+
+    rules: list[MinedRule]
+    support: dict[tuple[str, ...], int]
+    capped: list[tuple[int, int]]
+
+
+def mine(
+    count: Callable[[list | None], pd.DataFrame],
+    *,
+    min_support: int,
+    min_confidence: float,
+    max_length: int,
+    max_candidates: int,
+    shapes: str = "serial",
+) -> Mined:
+    """Level-wise mining: `count(candidates)` gives the counts of `count_rules` summed
+    over partitions (None: every single symbol). `shapes`: serial (`extend`), parallel
+    or dag (`dag_mining.next_level`).
+
+    >>> events = pd.DataFrame({"symbol": list("ABCxBACxABCx"), "tick": range(12)})
+    >>> part = partition(events, "symbol", "tick")
+    >>> def count(candidates):
+    ...     candidates = candidates or [(x,) for x in part.index]
+    ...     return count_rules(part, candidates, window=3, rule_window=4, consequents=None)
+    >>> found = mine(count, min_support=3, min_confidence=1.0, max_length=2,
+    ...              max_candidates=100, shapes="parallel")
+    >>> [(r.predicate, r.consequent, r.support) for r in found.rules if len(r.predicate) > 2]
+    [(('A', 'B', '\\x1e'), 'C', 3), (('A', 'B', '\\x1e'), 'x', 3)]
+    >>> found.support[("A", "B", "\\x1e")], found.capped  # A and B, either order first
+    (3, [])
+    """
+    rules: list[MinedRule] = []
+    support: dict[tuple[str, ...], int] = {}
+    capped: list[tuple[int, int]] = []
+    candidates = None  # level 1: every symbol
+    symbols: list[str] = []
+    for level in range(1, max_length + 1):
+        counts = count(candidates)
+        frequent, found = select(counts, min_support=min_support, min_confidence=min_confidence)
+        rules += found
+        totals = counts[counts["consequent"].isna()].groupby("predicate")["support"].sum()
+        support.update({p: int(totals[p]) for p in frequent})
+        if level == 1:
+            symbols = [p[0] for p in frequent]
+        if not frequent or level == max_length:
+            break
+        if shapes == "serial":
+            candidates = extend(frequent, symbols, max_candidates + 1)
+            cut = len(candidates) > max_candidates
+            candidates = candidates[:max_candidates]
+        else:
+            following = next_level(frequent, symbols, max_candidates, shapes)
+            candidates, cut = following.candidates, following.capped
+        if cut:
+            capped.append((level + 1, len(candidates)))
+        if not candidates:
+            break
+    return Mined(rules, support, capped)
+
+
 def rules_text(
     rules: Sequence[MinedRule],
     *,
@@ -228,8 +330,11 @@ def rules_text(
     ordered = sorted(rules, key=lambda r: (-r.confidence, -r.support, r.predicate, r.consequent))
     lines = [f"-- {len(ordered)} rules mined by minimal occurrences (docs/episodes.md)"]
     for i, rule in enumerate(ordered, start=1):
-        vertices = ", ".join(f"{_quote(s)} v{j}" for j, s in enumerate(rule.predicate, start=1))
-        edges = ", ".join(f"v{j} -> v{j + 1}" for j in range(1, len(rule.predicate)))
+        names, pairs = rule.predicate, [(j, j + 1) for j in range(len(rule.predicate) - 1)]
+        if not is_serial_key(rule.predicate):
+            names, pairs = rule.predicate[:-1], Episode.from_key(rule.predicate).edges()
+        vertices = ", ".join(f"{_quote(s)} v{j}" for j, s in enumerate(names, start=1))
+        edges = ", ".join(f"v{u + 1} -> v{v + 1}" for u, v in pairs)
         body = f"EPISODE ({vertices}{'; ' + edges if edges else ''})"
         if key:
             body += " WHERE " + " AND ".join(f"[{k}]" for k in key)

@@ -51,10 +51,13 @@ class MiningSettings:
     max_candidates: int = 20_000
     symbol: str | None = None  # a SYMBOL expression; None: the type column
     key: tuple[str, ...] = ()
+    shapes: str = "serial"  # serial, parallel or dag predicates (docs/episodes.md)
     # filled from the template rule
     window_ticks: int = 0
     rule_window_ticks: int = 0
     plan: Plan | None = field(default=None, repr=False)
+    # filled by the mining: the levels whose candidates max_candidates cut (level, counted)
+    capped: tuple[tuple[int, int], ...] = ()
 
     def template(self) -> str:
         """A rule with these settings: the analyzer checks them (positioned errors)."""
@@ -117,30 +120,20 @@ def mine_rules(
 ) -> tuple[list, MiningSettings]:
     """The rules of `events` (a pandas frame, or None with `spark_source`, a
     `spark_files.SparkInput`): a list of the kernel's MinedRule, and the checked
-    settings."""
-    kernel = rule_kernel()
+    settings (their `capped`: the levels `max_candidates` cut)."""
+    if settings.shapes not in ("serial", "parallel", "dag"):
+        raise SparkcepError(f"shapes are serial, parallel or dag, not '{settings.shapes}'")
     if spark_source is not None:
         counter = _SparkLevels(spark_source, settings, options)
     else:
         counter = _LocalLevels(events, settings, options)
     settings = counter.settings
-    rules: list = []
-    candidates = None  # level 1: every symbol
-    symbols: list[str] = []
-    for level in range(1, settings.max_length + 1):
-        counts = counter.count(candidates)
-        frequent, found = kernel.select(
-            counts, min_support=settings.min_support, min_confidence=settings.min_confidence
-        )
-        rules += found
-        if level == 1:
-            symbols = [p[0] for p in frequent]
-        if not frequent:
-            break
-        candidates = kernel.extend(frequent, symbols, settings.max_candidates)
-        if not candidates:
-            break
-    return rules, settings
+    found = rule_kernel().mine(
+        counter.count, min_support=settings.min_support, min_confidence=settings.min_confidence,
+        max_length=settings.max_length, max_candidates=settings.max_candidates,
+        shapes=settings.shapes,
+    )  # fmt: skip
+    return found.rules, replace(settings, capped=tuple(found.capped))
 
 
 class _LocalLevels:
