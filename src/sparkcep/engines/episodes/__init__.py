@@ -9,7 +9,7 @@ algorithms answer the same rules (docs/episodes.md):
 
 - `episodes` (default): the CBS-Tree over the last L events, shared by every rule of a
   partition, CBR with rejected instances (Algorithms 1 and 2, Definition 3);
-- `tofel`: the paper's baseline, forward queues per rule;
+- `tofel`: the paper's baseline, partial matches of each rule kept forward;
 - `directmatch`: CBR over a scan of the raw window.
 
 The paper's traffic rule (Figure 2) over the stream of Figure 3: W (segment a smooth),
@@ -92,7 +92,7 @@ class ToFelEngine(_EpisodeEngine):
     # One example for the shared suites (Spark, streaming); tests/test_episodes.py runs
     # every example and random rules against the oracle with each algorithm.
     examples = _EpisodeEngine.examples[1:2]
-    summary = "episode rules by ToFel's forward queues (one per rule and vertex)"
+    summary = "episode rules by ToFel's forward partial matches (kept per rule)"
 
 
 class DirectMatchEngine(_EpisodeEngine):

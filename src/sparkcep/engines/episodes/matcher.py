@@ -32,7 +32,7 @@ from sparkcep.engines.episodes.window import (
 
 ALGORITHMS = {
     "episodes": "CBS-Tree over the last L events (DirectMatch while fewer have arrived)",
-    "tofel": "ToFel: forward filter, one queue per vertex of each rule",
+    "tofel": "ToFel: forward partial matches of each rule, advanced by every event",
     "directmatch": "DirectMatch: scan the raw events of the window",
 }
 MIN_CAPACITY = 8
@@ -110,34 +110,38 @@ class Matcher:
             push(seg, s, tick, first, t, i)
         lows = _Lows(seg, tick)
         rules = self.rules
-        if self.tofel is not None:
-            positions = range(first, seg.count)
-            triggered_rules = self.tofel.arrive(seg, positions, symbols, first, lows)
-            # A predicate's rules keep the same queues: they are triggered together.
-            triggered = sorted({rules.predicate_of[r] for r in triggered_rules})
-            arrived = None  # a sink's new event may not be kept: ToFel looks in its queues
-        else:
-            arrived = {s: first + i for i, s in enumerate(symbols)}
-            triggered = rules.triggered(arrived)
+        if self.tofel is not None:  # ToFel finds its occurrences forward: no retrieval
+            fired = self.tofel.arrive(seg, range(first, seg.count), symbols, lows)
+            # A predicate's rules hold the same matches: they fire together.
+            if mine:
+                for p in sorted({rules.predicate_of[r] for r in fired}):
+                    members = rules.predicates[p]
+                    found.append(self._found(seg, members, fired[members[0]]))
+            return
+        arrived = {s: first + i for i, s in enumerate(symbols)}
+        triggered = rules.triggered(arrived)
         rt = seg.count - 1
-        shared = self._shared(seg) if triggered and self.tofel is None else None
+        shared = self._shared(seg) if triggered else None
         for p in triggered:
             members = rules.predicates[p]
             # The predicate's rejected instances are kept under its first rule: a state
             # stored when every rule kept its own reads back the same.
             lead = members[0]
-            index = shared or self.tofel.index(seg, lead)
             cbr = self.cbr[p]
             low = lows[cbr.rule.window]
-            pos = cbr.match(index, low, rt, seg.rejected.get(lead, ()), arrived)
+            pos = cbr.match(shared, low, rt, seg.rejected.get(lead, ()), arrived)
             if pos is None:
                 continue
-            seg.rejected[lead] = tuple(sorted(cbr.rejected(index, pos)))
+            seg.rejected[lead] = tuple(sorted(cbr.rejected(shared, pos)))
             if mine:
-                cap = seg.capacity
-                ids = seg.ident[[q % cap for q in pos]]
-                start, end = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
-                found.append(Found(members, ids, start, end))
+                found.append(self._found(seg, members, pos))
+
+    @staticmethod
+    def _found(seg: Segment, members: tuple[int, ...], pos) -> Found:
+        cap = seg.capacity
+        ids = seg.ident[[q % cap for q in pos]]
+        start, end = seg.time[min(pos) % cap], seg.time[max(pos) % cap]
+        return Found(members, ids, start, end)
 
     def _shared(self, seg: Segment) -> SharedAnswers:
         """One index for every rule of the instant: the CBS-Tree (DirectMatch while

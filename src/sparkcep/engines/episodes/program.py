@@ -1,8 +1,8 @@
 """The episode engines as a program: rules over batches of a partition's events.
 
 State is, per partition (segment) of the stream, the recent events that can still take
-part in an occurrence, each rule's rejected instances, and ToFel's queues when ToFel
-runs (`window.Segment`). The CBS-Tree is rebuilt from the held events when the state
+part in an occurrence, each rule's rejected instances, and ToFel's partial matches when
+ToFel runs (`window.Segment`). The CBS-Tree is rebuilt from the held events when the state
 was stored and read back; it is never stored.
 
 Output: one row per min-latest occurrence — the rule (`query`), the key, `t_s` and

@@ -3,7 +3,7 @@
 `Segment` is the state of one partition of the stream: the last L events that can still
 take part in an occurrence (a ring: position p is in slot p mod L), each with its symbol,
 time in ticks, the position where its instant starts, its time value and its id; the
-rejected instances of each predicate (Definition 3); ToFel's queues when ToFel runs.
+rejected instances of each predicate (Definition 3); ToFel's partial matches when ToFel runs.
 Positions number the partition's relevant events 0, 1, 2, ... in processing order; an
 *instant* is a run of events with equal time (and tie-break value), and an edge u -> v
 needs u's event at an earlier instant than v's.
@@ -38,7 +38,7 @@ class Segment:
     ident: np.ndarray | None = None  # the event's id
     latest: int | None = None  # latest time seen in this partition, in ticks
     rejected: dict = field(default_factory=dict)  # predicate's first rule -> rejected positions
-    kept: dict = field(default_factory=dict)  # ToFel: rule -> [kept positions per vertex]
+    kept: dict = field(default_factory=dict)  # ToFel: rule -> its partial matches, per ideal
 
     @staticmethod
     def of(symbols, ticks, capacity: int | None = None) -> Segment:
