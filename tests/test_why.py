@@ -26,8 +26,9 @@ from oracle import oracle_matches
 
 import sparkcep
 from sparkcep.errors import SparkcepError
-from sparkcep.misses import COLUMNS, near_misses
+from sparkcep.misses import COLUMNS
 from sparkcep.plan import Options
+from sparkcep.why_not import near_misses
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = ("SKIP_TILL_ANY_MATCH", "SKIP_TILL_NEXT_MATCH", "STRICT_CONTIGUITY")
@@ -454,3 +455,19 @@ def test_row_pattern_near_misses_start_where_no_match_does(case):
     assert misses.attrs["summary"].split(";")[0].endswith(f"{len(misses):,} did not")
     attempted = len(frame.dropna(subset=["k"])) if partitioned else len(frame)
     assert len(misses) == attempted - len(matched), (query, misses, matched, order)
+
+
+def test_a_row_pattern_s_time_range_is_as_if_the_input_held_only_those_rows():
+    rows = pd.DataFrame({"t": range(8), "price": [5, 4, 3, 3, 2, 9, 8, 10]})
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY t MEASURES A.price AS p "
+        "PATTERN (A B+ C) DEFINE B AS price < PREV(price), C AS price > PREV(price))"
+    )
+    ranged = sparkcep.why(rows, query, start=1, end=4)
+    alone = sparkcep.why(rows[(rows.t >= 1) & (rows.t <= 4)], query)
+    assert ranged["bound"].tolist() == alone["bound"].tolist()
+    assert ranged["depth"].tolist() == [2, 2, 1, 1]  # rows 1..4: attempts from 1, 2, 3, 4
+    # the attempt from t=2 (3, 3: B fails at t=3); from t=3 (B wants t=4 < 3: true, then
+    # the range ends)
+    assert ranged.loc[1, "reason"] == "the rows looked at end after row t=4"
+    assert "the rows looked at end" not in alone.loc[1, "reason"]  # (its partition ends)

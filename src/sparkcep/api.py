@@ -93,7 +93,7 @@ def why(  # noqa: PLR0913 (the options of `sparkcep why`)
     key's events and near misses written to that file (.png, .svg; needs matplotlib).
     `match`: an event id; instead, why each match that starts with that event bound the
     events it did (the strategy's choice among those that fitted, and the window)."""
-    from sparkcep.misses import near_misses
+    from sparkcep.why_not import near_misses
 
     if not isinstance(data, pd.DataFrame) and hasattr(data, "sparkSession"):
         data, options = _spark_slice(data, query, options, key)

@@ -649,7 +649,7 @@ def why(
     events each bound, and why the next component was not bound."""
     from sparkcep.files import InputSource, read_pandas
     from sparkcep.misses import COLUMNS as MISS_COLUMNS
-    from sparkcep.misses import near_misses
+    from sparkcep.why_not import near_misses
 
     text = _pick(_query_text(query), name)
     options = _query_options(text, options)

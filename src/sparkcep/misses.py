@@ -20,11 +20,13 @@ depth. Near misses are ranked by depth, then by the time of their first event.
     >>> import pandas as pd
     >>> events = pd.DataFrame({"type": ["A", "B", "C", "C"], "ts": [1, 2, 4, 30],
     ...                        "v": [5, 1, 3, 9]})
+    >>> from sparkcep.why_not import near_misses
     >>> misses = near_misses(events, "PATTERN SEQ(A a, B b, C c) WHERE c.v > a.v WITHIN 10")
     >>> print(misses.loc[0, "reason"])
     c.v > a.v was false for C 2 at 4: 3 > 5 (the first C of 1 in the window)
 
-Native patterns (the `nfa` engine's), Kleene closure included; others say so. A Kleene
+Native patterns (the `nfa` engine's), Kleene closure included; event set patterns
+(`SEQ({c, p+}, {b})`) in `set_misses.py`, on the same frame; others say so. A Kleene
 component that cannot close (an aggregate false on its elements, and no further event
 can join them) is a near miss of the components before it.
 """
@@ -43,7 +45,6 @@ from sparkcep.language import ast
 from sparkcep.language.ast import bare_text
 from sparkcep.plan import Options
 from sparkcep.plan.model import Plan
-from sparkcep.prep.table import time_ticks
 from sparkcep.vec import Vec
 
 NEAR = 5  # near misses shown by default
@@ -62,86 +63,14 @@ class NearMiss:
     times: list = field(compare=False, default_factory=list)  # and their times
 
 
-def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
-    events: pd.DataFrame,
-    query: str,
-    options: Options | None = None,
-    *,
-    key=None,
-    start=None,
-    end=None,
-    near: int = NEAR,
-    plot: str | None = None,
-    match=None,
-) -> pd.DataFrame:
-    """The `near` partial matches of `query` over `events` that got furthest (see the
-    module's docstring), one row each: the key's columns, `depth` (positive components
-    bound) `of` (how many there are), `bound` (var=id@time, ...), `stopped_at` (the
-    component not bound) and `reason`. `key`: one key's value (a tuple for several
-    key columns); `start`, `end`: the time range [start, end] of the events considered;
-    `plot`: a picture of them and the near misses (`draw`) written there (.png, .svg);
-    `match`: an event id: instead, why the matches that start with that event bound the
-    events they did (`_Explorer.explained_matches`). The frame's `attrs["summary"]` says
-    what was looked at (and matches found)."""
-    from sparkcep.plan.match_recognize import is_match_recognize
-    from sparkcep.runners.local import check_events
-
-    if is_match_recognize(query):
-        from sparkcep.row_misses import row_near_misses
-
-        if start is not None or end is not None or plot is not None or match is not None:
-            raise SparkcepError("why on MATCH_RECOGNIZE takes a key and --near only, so far")
-        return row_near_misses(events, query, options, key=key, near=near)
-    options = options or Options()
-    checked = check_events(pd.DataFrame(events), query, options)
-    if len(checked.plans) != 1:
-        raise SparkcepError("why explains one query at a time: give one (--query NAME)")
-    plan = checked.plans[0]
-    _supported(plan)
-    valid = checked.valid
-    ticks = time_ticks(valid[options.time_col])
-    keep = np.ones(len(valid), dtype=bool)
-    if start is not None:
-        keep &= ticks >= _tick(start, valid[options.time_col])
-    if end is not None:
-        keep &= ticks <= _tick(end, valid[options.time_col])
-    valid, ticks = valid[keep], ticks[keep]
-    ids = valid[options.id_col] if options.id_col else valid["__row"]
-    frame = valid.assign(__ticks=ticks, __id=ids.to_numpy())
-    if key is not None:
-        wanted = key if isinstance(key, tuple) else (key,)
-        if len(wanted) != len(plan.key):
-            raise SparkcepError(
-                f"the query's key is {list(plan.key) or 'none'}: give one value for each"
-            )
-        for col, value in zip(plan.key, wanted, strict=True):
-            frame = frame[frame[col].astype(str) == str(value)]
-    order = [*plan.key, "__ticks", *([plan.tiebreak] if plan.tiebreak else []), "__row"]
-    frame = frame.sort_values(order, kind="stable")
-    explorer = _Explorer(plan, options, near)
-    explorer.wanted = match
-    groups = frame.groupby(list(plan.key), sort=False) if plan.key else [((), frame)]
-    for value, part in groups:
-        if match is not None and not (part["__id"].astype(str) == str(match)).any():
-            continue  # (a match starting at `match` lies in its key)
-        explorer.partition(value if isinstance(value, tuple) else (value,), part)
-    if match is not None:
-        explained = explorer.explained_matches()
-        explained.attrs["summary"] += checked.rejected_note()
-        return explained
-    misses = explorer.result(frame, len(groups) if plan.key else 1)
-    misses.attrs["summary"] += checked.rejected_note()
-    if plot is not None:
-        draw(misses, frame, plan, options, plot)
-    return misses
-
-
 def _supported(plan: Plan) -> None:
+    from sparkcep.plan.sets import SesSpec
+
     why_not = None
-    if plan.spec is not None:
-        why_not = "a query of this kind (AGG, event sets, interval times, lossy streams)"
+    if plan.spec is not None and not isinstance(plan.spec, SesSpec):
+        why_not = "a query of this kind (AGG, interval times, lossy streams)"
     if why_not:
-        raise SparkcepError(f"why explains native SEQ patterns so far, not {why_not}")
+        raise SparkcepError(f"why explains SEQ patterns and event sets so far, not {why_not}")
 
 
 def _tick(value, column: pd.Series) -> int:
@@ -653,7 +582,7 @@ def draw(misses: pd.DataFrame, events: pd.DataFrame, plan: Plan, options: Option
         for col, value in zip(plan.key, first, strict=True):
             events = events[events[col] == value]
     type_col, time_col = options.type_col, options.time_col
-    types = list(dict.fromkeys(c.event_type for c in plan.components if c.event_type))
+    types = list(dict.fromkeys(t for c in plan.components if (t := _drawn_type(c, type_col))))
     types += sorted(set(events[type_col].astype(str)) - set(types))[:5]  # (a few others)
     row = {t: i for i, t in enumerate(types)}
     events = events[events[type_col].astype(str).isin(row)]
@@ -688,6 +617,23 @@ def draw(misses: pd.DataFrame, events: pd.DataFrame, plan: Plan, options: Option
 
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
+
+
+def _drawn_type(component, type_col: str) -> str | None:
+    """A component's type: written, or said by its condition `v.type = 'T'` (an event set
+    pattern's untyped variable)."""
+    if component.event_type:
+        return component.event_type
+    for expr in component.local:
+        if (
+            isinstance(expr, ast.BinOp)
+            and expr.op == "="
+            and isinstance(expr.left, ast.AttrRef)
+            and expr.left.attr == type_col
+            and isinstance(expr.right, ast.Literal)
+        ):
+            return str(expr.right.value)
+    return None
 
 
 def _lists(bound) -> dict[str, list[int]]:

@@ -33,10 +33,13 @@ COLUMNS = ["depth", "bound", "stopped_at", "reason"]
 
 
 def row_near_misses(events, query: str, options: Options | None = None, *, key=None,
-                    near: int = 5) -> pd.DataFrame:  # fmt: skip
+                    near: int = 5, start=None, end=None) -> pd.DataFrame:  # fmt: skip
     """The `near` failed attempts that matched the most rows, one row each: the
     partition's columns, `depth` (rows matched), `bound` (each row's variable),
-    `stopped_at` (the variables wanted next) and `reason`."""
+    `stopped_at` (the variables wanted next) and `reason`. `start`, `end`: only the
+    rows whose ORDER BY value lies in [start, end] are looked at (the rows before
+    `start` are not there for PREV, as if the input began at `start`)."""
+    from sparkcep.misses import _tick
     from sparkcep.plan.match_recognize import query_options
     from sparkcep.runners.local import check_events
 
@@ -45,6 +48,13 @@ def row_near_misses(events, query: str, options: Options | None = None, *, key=N
     program = checked.programs[0]
     spec, q = program.spec, program.query
     frame = program.in_order(checked.valid)
+    if start is not None or end is not None:
+        order = frame[options.time_col]
+        ticks = pd.Series(frame_ticks(frame, options.time_col), index=frame.index)
+        if start is not None:
+            frame = frame[ticks >= _tick(start, order)]
+        if end is not None:
+            frame = frame[ticks.loc[frame.index] <= _tick(end, order)]
     parts = list(spec.partition)
     if key is not None:
         wanted = key if isinstance(key, tuple) else (key,)
@@ -57,6 +67,8 @@ def row_near_misses(events, query: str, options: Options | None = None, *, key=N
     attempts = 0
     for value, part in groups:
         tracer = _Tracer(q, part.reset_index(drop=True), options)
+        if end is not None:  # (the partition may go on past the range)
+            tracer.ends = "the rows looked at end"
         for start in range(len(part)):
             attempts += 1
             miss = tracer.trace(start)
@@ -86,6 +98,7 @@ class _Tracer(RowPatternMatcher):
         rows = query.rows(vecs, ticks, segment, final=True)
         super().__init__(query, rows.part(0, len(part), 0))
         self.part, self.order_col = part, options.time_col
+        self.ends = "the partition ends"
         self.local = [
             [(c, query.compiler.vector(c, label, vecs, segment)) for c in conjuncts]
             for label, conjuncts in enumerate(query.row_local)
@@ -117,7 +130,7 @@ class _Tracer(RowPatternMatcher):
             if any(t[0] >= 0 and self.program.op[t[0]] == DONE for t in current):
                 return None  # a match (the preferred one, or one at least)
             if j >= seg.n:
-                return self._miss(start, j, current, f"the partition ends after {self._row(j - 1)}")
+                return self._miss(start, j, current, f"{self.ends} after {self._row(j - 1)}")
             if q.window is not None and ticks[j] - t0 >= q.window:
                 return self._miss(start, j, current, f"{self._row(j)} is past the window")
             if feat0 is None:
