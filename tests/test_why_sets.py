@@ -537,3 +537,19 @@ def test_a_patient_whose_leukocyte_count_came_too_late(shared_data):
     ]  # fmt: skip
     start, end = pd.to_datetime(rows["timestamp"]).iloc[[0, 3]]
     assert end - start == pd.Timedelta(days=44, hours=23)
+
+
+@pytest.mark.spark
+def test_a_spark_dataframe_gives_the_pandas_near_misses_of_a_set_pattern(spark):
+    import sparkcep
+
+    query = "PATTERN SEQ({C c, P+ p}, {B b}) WHERE [node] AND b.v > c.v WITHIN 10 SELECT ALL"
+    local = sparkcep.why(EVENTS, query, id_col="id")
+    through_spark = sparkcep.why(spark.createDataFrame(EVENTS), query, id_col="id")
+    assert through_spark.to_dict("records") == local.to_dict("records")
+    assert len(local) and "b.v > c.v was false" in local.loc[0, "reason"]
+    keyed = sparkcep.why(spark.createDataFrame(EVENTS), query, id_col="id", key="n2")
+    assert keyed.to_dict("records") == sparkcep.why(EVENTS, query, id_col="id", key="n2").to_dict(
+        "records"
+    )
+    assert set(keyed["node"]) == {"n2"}
