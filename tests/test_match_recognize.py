@@ -520,3 +520,21 @@ def test_spark_equals_local(spark, query):
     }
     kind = "partitioned" if "PARTITION" in query else "ranges" if "NEXT ROW" in query else "one"
     assert expected[kind] in layout
+
+
+@pytest.mark.spark
+def test_the_general_entry_points_take_a_match_recognize_text_with_its_order_by(spark):
+    """`match_local`, `run_local` and `match` read the time from ORDER BY, as
+    `match_recognize_local` does (they looked for a column 'ts')."""
+    rows = pd.DataFrame({"t": range(8), "price": [5, 4, 3, 3, 2, 9, 8, 10]})
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY t MEASURES A.price AS p, CLASSIFIER() AS c "
+        "ALL ROWS PER MATCH PATTERN (A B+ C) DEFINE B AS price < PREV(price), "
+        "C AS price > PREV(price))"
+    )
+    expected = sparkcep.match_recognize_local(rows, query)
+    assert expected[["t", "c"]].values.tolist() == [[3, "A"], [4, "B"], [5, "C"]]
+    assert sparkcep.match_local(rows, query).equals(expected)
+    assert sparkcep.run_local(rows, query).matches.equals(expected)
+    through_spark = sparkcep.match(spark.createDataFrame(rows), query).toPandas()
+    assert through_spark.to_dict("records") == expected.to_dict("records")

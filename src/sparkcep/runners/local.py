@@ -66,6 +66,18 @@ class RunResult:
 LocalRun = RunResult  # the name earlier versions used
 
 
+def order_by_options(queries, options: Options) -> Options:
+    """For a MATCH_RECOGNIZE text, the time column and tie-break of its ORDER BY (its
+    modules imported for such a text only); `options` otherwise."""
+    from sparkcep.language.forms import is_match_recognize
+
+    if not isinstance(queries, str) or not is_match_recognize(queries):
+        return options
+    from sparkcep.plan.match_recognize import query_options
+
+    return query_options(queries, options)
+
+
 def execute_local(events, queries, options: Options, *, count_only: bool = False) -> RunResult:
     """Run queries (a text, a file's named queries, a list, or plans) over events.
 
@@ -73,6 +85,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
     (`Program.count`; `run --count`): the result's `matches` is None, `counted` their
     number (the same as `len(matches)` of a run that builds them, `max_matches` too)."""
     frame = as_frame(events)
+    options = order_by_options(queries, options)
     checked = check_events(frame, queries, options)
     plans, programs, valid = checked.plans, checked.programs, checked.valid
     rejected = checked.rejected

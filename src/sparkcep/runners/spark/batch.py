@@ -35,7 +35,7 @@ from sparkcep.plan.intervals import needs_data_width, with_data_widths
 from sparkcep.plan.model import takes_options
 from sparkcep.prep.layout import RANGE, Layout, choose_layout, owned
 from sparkcep.prep.table import MASK, TICKS
-from sparkcep.runners.local import type_column, unknown_types
+from sparkcep.runners.local import order_by_options, type_column, unknown_types
 from sparkcep.runners.spark import files as spark_files
 from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark.one_pass import GuessWrong, check_on_the_way, takes
@@ -137,6 +137,7 @@ def execute(
     the job that reads the rows, before it uses them), a run of one keyed program checks
     its rows on their way to the matcher (`one_pass`): nothing is kept."""
     check_worker_python(df.sparkSession)  # (once a session)
+    options = order_by_options(queries, options)  # MATCH_RECOGNIZE: ORDER BY's time
     head = source.head if source is not None else None
     if options.time_col == ORDER_COL:  # MATCH_RECOGNIZE without ORDER BY: the row order
         df = df.withColumn(ORDER_COL, F.monotonically_increasing_id())
