@@ -471,3 +471,97 @@ def test_a_row_pattern_s_time_range_is_as_if_the_input_held_only_those_rows():
     # the range ends)
     assert ranged.loc[1, "reason"] == "the rows looked at end after row t=4"
     assert "the rows looked at end" not in alone.loc[1, "reason"]  # (its partition ends)
+
+
+@st.composite
+def row_pattern_matches(draw):
+    """A random MATCH_RECOGNIZE query (its own AFTER MATCH SKIP) whose matches show
+    each row with its variable and the match's number."""
+    from mr_strategies import mr_queries
+    from strategies import streams
+
+    query = draw(mr_queries(allow_runtime_errors=False))
+    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+                 "ALL ROWS PER MATCH"):  # fmt: skip
+        query = query.replace(rows, "@ROWS@")
+    query = query.replace("@ROWS@", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")
+    extra = "MATCH_NUMBER() AS mno_, CLASSIFIER() AS cls_"
+    if "MEASURES" in query:
+        query = query.replace("MEASURES ", f"MEASURES {extra}, ", 1)
+    else:
+        query = query.replace("ALL ROWS PER MATCH", f"MEASURES {extra} ALL ROWS PER MATCH", 1)
+    return draw(streams(max_events=8)), query
+
+
+@settings(max_examples=80, deadline=None)
+@given(row_pattern_matches())
+def test_a_row_pattern_match_explained_is_the_oracle_s(case):
+    """Each match of the oracle, asked for by its first row: the same number and the
+    same variable on each row; a row no match starts at says so."""
+    from mr_oracle import SkipFailure, oracle_match_recognize
+    from strategies import events_frame
+
+    events, query = case
+    if "{-" in query:  # (an exclusion hides a match's rows)
+        return
+    try:
+        expected = oracle_match_recognize(events, query)
+    except SkipFailure:
+        return
+    frame = events_frame(events)
+    partitioned = "PARTITION BY k" in query
+    matches: dict = {}
+    for row in expected:
+        key = (row["k"] if partitioned else None, row["mno_"])
+        matches.setdefault(key, []).append(row)
+    starts = {}
+    for (_k, mno), rows in matches.items():
+        if rows[0]["cls_"] is None:
+            continue  # (an empty match: no row of its own)
+        starts[rows[0]["id"]] = (mno, [r["cls_"] for r in rows])
+    for event_id in frame["id"]:
+        try:
+            explained = near_misses(frame, query, Options(id_col="id"), match=event_id)
+        except SparkcepError as e:  # (a row left out: no PARTITION BY value)
+            assert "no row has the id" in str(e)
+            continue
+        if event_id in starts:
+            mno, variables = starts[event_id]
+            assert list(explained["var"])[:-1] == variables, (query, explained)
+            assert set(explained["match"]) == {mno}
+            assert (
+                explained["var"].iloc[-1] == "" and "AFTER MATCH SKIP" in explained["why"].iloc[-1]
+            )
+        else:
+            assert len(explained) == 1 and explained["why"][0].startswith("no match starts here")
+
+
+def test_why_a_row_pattern_match_took_its_rows():
+    rows = pd.DataFrame({"t": range(8), "price": [5, 4, 3, 3, 2, 9, 8, 10]})
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY t MEASURES A.price AS p "
+        "PATTERN (A B+ C) DEFINE B AS price < PREV(price), C AS price > PREV(price))"
+    )
+    explained = sparkcep.why(rows, query, match=3)  # (no id column: the row number)
+    assert explained["why"].tolist() == [
+        "no DEFINE: any row",
+        "price < PREV(price): 2 < 3 held",
+        "price > PREV(price): 9 > 2 held",
+        "the pattern ends with C at row t=5; AFTER MATCH SKIP (past last) goes on at row t=6",
+    ]
+    inside = sparkcep.why(rows, query, match=4)
+    assert inside["why"][0] == (
+        "no match starts here: the row lies inside match 1 (row t=3 to row t=5), and AFTER "
+        "MATCH SKIP (past last) goes on after it"
+    )
+    longer = query.replace("(A B+ C)", "(A B+)").replace(", C AS price > PREV(price)", "")
+    explained = sparkcep.why(rows, longer, match=0)  # B+ takes 4, 3, then 3 is not < 3
+    assert explained["var"].tolist() == ["A", "B", "B", ""]
+    assert (
+        explained["why"]
+        .iloc[-1]
+        .startswith("it takes no further row: row t=3: B (price < PREV(price)) was false: 3 < 3")
+    )
+    with pytest.raises(SparkcepError, match="no row has the id 99"):
+        sparkcep.why(rows, query, match=99)

@@ -49,9 +49,13 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
     if is_match_recognize(query):
         from sparkcep.row_misses import row_near_misses
 
-        if plot is not None or match is not None:
-            raise SparkcepError(
-                "why on MATCH_RECOGNIZE takes a key, a time range and --near (no --plot or --match)"
+        if plot is not None:
+            raise SparkcepError("why draws native and event set patterns, not MATCH_RECOGNIZE")
+        if match is not None:
+            from sparkcep.row_misses import row_matches_explained
+
+            return row_matches_explained(
+                events, query, options, match=match, key=key, start=start, end=end
             )
         return row_near_misses(events, query, options, key=key, near=near, start=start, end=end)
     options = options or Options()
