@@ -69,12 +69,16 @@ class JoinTreeMatcher:
         ]
         return out if limit is None else out[:limit]
 
-    def _leaf(self, var: str, h: int, end: int) -> list[tuple]:
+    def _positions(self, var: str, h: int, end: int) -> np.ndarray:
+        """The events of var in the window [h, end) whose key equals h's, in order."""
         cands = self.cands[var]
         pos = cands[np.searchsorted(cands, h) : np.searchsorted(cands, end)]
         if self.key is not None:
             pos = pos[self.key[pos] == self.key[h]]
-        pos = pos.tolist()
+        return pos
+
+    def _leaf(self, var: str, h: int, end: int) -> list[tuple]:
+        pos = self._positions(var, h, end).tolist()
         if var not in self.kleene:
             return [
                 ({var: [p]}, frozenset((p,)), self.order[p], self.order[p])
