@@ -62,6 +62,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.aseq --cap 30 --size-cap 600
 	$(BIN)/python -m benchmarks.aseq_memory
 	$(BIN)/python -m benchmarks.ses
+	$(BIN)/python -m benchmarks.ses_paper
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.state_api
 	$(BIN)/python -m benchmarks.ayac
