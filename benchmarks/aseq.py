@@ -13,7 +13,7 @@ does finish: on prefixes of growing size, until it stops. Peak memory of each al
 in a child process of its own. Sharing: unshared, prefix trees and chop-connect on query workloads. Writes
 benchmarks/results/aseq.md, aseq.csv, aseq.png and aseq_sizes.png.
 
-    python -m benchmarks.aseq [--quick] [--cap S] [--size-cap S]
+    python -m benchmarks.aseq [--quick] [--cap S] [--size-cap S] [--sharing-only]
 """
 
 from __future__ import annotations
@@ -103,22 +103,28 @@ def timed(valid, schema, queries: list[str], algorithm: str, sharing="none", bat
 
 def _compiled(schema, queries: list[str], algorithm: str, sharing: str):
     """The one program of `queries`; sharing "chop-every" is chop-connect cutting every
-    shared tail, the cost rule (forest.CHOP_MIN_STEPS) set aside."""
+    candidate tail, the cost rule (forest.CHOP_MIN_STEPS, CHOP_RULE) set aside."""
     every = sharing == "chop-every"
     options = Options(id_col=ROW, algorithm=algorithm, sharing="chop" if every else sharing)
     plans = [analyze(q, schema, options) for q in queries]
-    rule, forest.CHOP_MIN_STEPS = forest.CHOP_MIN_STEPS, 1 if every else forest.CHOP_MIN_STEPS
+    rule = forest.CHOP_MIN_STEPS, forest.CHOP_RULE
+    if every:
+        forest.CHOP_MIN_STEPS, forest.CHOP_RULE = 1, "always"
     try:
         (program,) = compile_jobs(plans, [None] * len(plans), options)
     finally:
-        forest.CHOP_MIN_STEPS = rule
+        forest.CHOP_MIN_STEPS, forest.CHOP_RULE = rule
     return program
 
 
-def chopped(schema, queries: list[str]) -> int:
-    """How many of the queries chop-connect cuts (under its cost rule)."""
+def chopped(valid, schema, queries: list[str]) -> int:
+    """How many of the queries chop-connect cuts (its cost rule decides on the input's
+    type counts, as a run does)."""
     program = _compiled(schema, queries, "aseq", "chop")
-    return sum(len(qp.pieces) > 1 for qp in program.forest.queries)
+    events = program.in_order(valid)
+    table = program._table(events, program.mask(events), program.segments_of(events), False)
+    decided = program._decide_cuts(table)
+    return sum(len(qp.pieces) > 1 for qp in decided.queries)
 
 
 def answer(rows: pd.DataFrame) -> tuple[int, int]:
@@ -170,9 +176,23 @@ def main() -> None:
     parser.add_argument(
         "--size-cap", type=float, default=20.0, help="two-step time cap in the size experiment"
     )
+    parser.add_argument(
+        "--sharing-only",
+        action="store_true",
+        help="only measure the sharing workloads again; the other rows come from aseq.csv",
+    )
     args = parser.parse_args()
     if args.rewrite:
         write(_read_csv(), args.cap)
+        return
+    if args.sharing_only:
+        bench = Bench({"stocks-replay": stocks(True)})
+        sharing(bench, args.quick)
+        fresh = {(r["experiment"], r["param"]) for r in bench.rows}
+        kept = [r for r in _read_csv() if (r["experiment"], r["param"]) not in fresh]
+        sized = [r for r in kept if r["experiment"].startswith("size")]
+        unsized = [r for r in kept if r not in sized]
+        write(unsized + bench.rows + sized, args.cap)
         return
     cap = 10.0 if args.quick else args.cap
     bench = Bench(
@@ -239,7 +259,7 @@ class Bench:
                 key = "aseq_s" if mode == "none" else f"{mode.replace('-', '_')}_s"
                 row[key] = min(row.get(key, s_sec), s_sec)
         if "chop" in sharing_modes:
-            row["chopped"] = chopped(schema, queries)
+            row["chopped"] = chopped(valid, schema, queries)
         row["aseq_us_per_event"] = row["aseq_s"] / n * 1e6
         self.rows.append(row)
         print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
@@ -269,10 +289,10 @@ def sharing(bench: Bench, quick: bool) -> None:
     and the length of the shared part; unshared, prefix, chop (its cost rule) and chop
     cutting every shared tail, in turn."""
     types, modes = ORDER, ("prefix", "chop", "chop-every")
-    # k queries: the first is the shared path of 7 stocks (a tail the cost rule cuts),
-    # the others a head before it (one stock; two for the fifth and sixth queries, as ten
-    # stocks leave three heads of one).
-    shared = types[: forest.CHOP_MIN_STEPS]
+    # k queries: the first is the shared path of 7 stocks, the others a head before it
+    # (one stock; two for the fifth and sixth queries, as ten stocks leave three heads of
+    # one).
+    shared = types[:7]
     rest = types[len(shared) :]
     heads = [[t] for t in rest] + [list(p) for p in itertools.combinations(rest, 2)]
     for k in (2, 3, 4, 5, 6) if not quick else (2, 4):
@@ -485,10 +505,13 @@ def _sharing_table(rows: list[dict]) -> list[str]:
              f" shared tail; {SHARING_ROUNDS} rounds, each mode timed on its second run in a"
              " row, the best of each); speed-up = unshared"
              " seconds / this one's (above 1: faster). *chop* is what `--sharing chop` runs:"
-             " its cost rule cuts a query only where the tail it shares has at least"
-             f" {forest.CHOP_MIN_STEPS} steps (*cut*: how many queries it cut; none cut, it"
-             " runs prefix trees). *every tail* sets the rule aside. Every sharing gives the"
-             " same rows (tests/test_aseq.py).", "",
+             " its cost rule, on the input's type counts, cuts a query where the counter"
+             " updates the cut saves exceed the estimated cost of its connect, and of"
+             " collecting the shared tail's bundles (forest.CHOP_CONNECT ="
+             f" {forest.CHOP_CONNECT}, CHOP_COLLECT = {forest.CHOP_COLLECT} updates per"
+             " bundle; *cut*: how many queries it cut; none cut, it runs prefix trees)."
+             " *every tail* sets the rule aside. Every sharing gives the same rows"
+             " (tests/test_aseq.py).", "",
              "| experiment | param | unshared s | prefix s | chop s | cut | every tail s | prefix vs unshared | chop vs unshared | every tail vs unshared | the paper |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
 

@@ -106,10 +106,12 @@ def write(rows: list[dict], events: int, window: int) -> None:
         " read by pandas, checked, then the program) and `sparkcep run --local` (which also"
         " reads the file and writes the rows). Engine CPU seconds: the program alone. The"
         " file has the columns type and ts, and a float v where the row says so. COUNT and"
-        " SUM cost a few numbers per event; a float sum is added up exactly (32-bit limbs"
-        " per START and end event, handed to combine as a few floats each: slower, and"
-        " heavier); MIN and MAX keep each START's records and are swept in Python at the"
-        " triggers.",
+        " SUM cost a few numbers per event; a float sum is added up exactly (each float's"
+        " mantissa as three amounts added to 32-bit limbs of int64 arrays, per START and"
+        " end event; handed to combine as a few floats each, whose window totals are"
+        " taken over limbs too and rounded once); MIN and MAX keep each START's records"
+        " (where its running extreme changes), and a sparse table of the triggers gives"
+        " each trigger the extreme of the records alive at it.",
         "",
         "| aggregates | matches | rows | engine CPU s | API peak MiB | run --local peak MiB |",
         "|---|---:|---:|---:|---:|---:|",

@@ -27,6 +27,7 @@ def chop_every_shared_tail():
     the short ones the cost rule leaves whole (test_chop_cost_rule checks the rule)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(forest, "CHOP_MIN_STEPS", 1)
+        patch.setattr(forest, "CHOP_RULE", "always")
         yield
 
 
@@ -672,3 +673,195 @@ def test_exact_sums_are_the_exact_sums_of_their_floats(batches, carry_every):
     assert got == expected
     for p, t in first.items():
         assert t == float(expected[p])  # correctly rounded
+
+
+# ---- chop-connect's cost rule on the input's counts ------------------------------------
+
+
+def _rule_forest(counts_of: dict[str, int], heads: str = "A", span=10_000, window=100):
+    """The forest of SEQ(B..G) and SEQ(h, B..G) for each head h, its cuts decided on
+    made-up counts."""
+    from sparkcep.engines.aseq.forest import Forest, TypeCounts
+    from sparkcep.plan import analyze
+
+    options = Options()
+    patterns = ["BCDEFG", *(h + "BCDEFG" for h in heads)]
+    plans = [analyze(_seq(t, window), None, options) for t in patterns]
+    probe = Forest(plans, "chop", rule="always")  # the signature bit of each type
+    bit = {probe.signatures.items[node.bits[0]].event_type: node.bits[0] for node in probe.nodes}
+    counts = TypeCounts({bit[t]: n for t, n in counts_of.items()}, span)
+    return Forest(plans, "chop", probe.signatures, counts=counts, rule="counts"), counts, bit
+
+
+def test_chop_cost_rule_decides_on_the_counts(monkeypatch):
+    """A cut saves, per START of the chopped query, the tail's events in its window; its
+    connect goes through the tail's (START, end) bundles and the snapshot pairs. A
+    frequent head before a tail of frequent middle types and rare ends is cut; a rare
+    head before a tail with frequent ends is not."""
+    monkeypatch.setattr(forest, "CHOP_MIN_STEPS", 2)
+    cheap = {"A": 1000, "B": 10, "C": 1000, "D": 1000, "E": 1000, "F": 1000, "G": 10}
+    chosen, counts, _ = _rule_forest(cheap)
+    assert [len(qp.pieces) for qp in chosen.queries] == [1, 2]
+    (estimate,) = chosen.estimates[1]
+    share = counts.share(100)  # 100 / 10,000
+    assert estimate.saving == pytest.approx(1000 * (10 + 4 * 1000 + 10) * share)
+    connect = forest.CHOP_CONNECT * (10 * 10 * share + 10 * 1000 * share + 1000)
+    assert estimate.connect == pytest.approx(connect)
+    assert estimate.collect == pytest.approx(forest.CHOP_COLLECT * 10 * 10 * share)
+    assert estimate.cut and "(A) + (B C D E F G) (cut: a cut saves" in chosen.describe()[1]
+    costly = {"A": 10, "B": 1000, "C": 10, "D": 10, "E": 10, "F": 10, "G": 1000}
+    whole, _, _ = _rule_forest(costly)
+    assert [len(qp.pieces) for qp in whole.queries] == [1, 1]
+    (estimate,) = whole.estimates[1]
+    assert not estimate.cut and estimate.saving < estimate.connect
+    assert "(A B C D E F G) (left whole: a cut saves" in whole.describe()[1]
+    # Each query on its own estimates: a rare head is left whole beside a frequent one
+    # (frequent tail ends: its connect goes through many tail bundles for little saving).
+    dense = {t: 1000 for t in "BCDEFG"}
+    both, _, _ = _rule_forest({**dense, "A": 100_000, "H": 1}, heads="AH")
+    assert [len(qp.pieces) for qp in both.queries] == [1, 2, 1]
+    assert [e.cut for e in both.estimates[2]] == [False]
+    # Savings that each beat their connect but not, together, collecting the tail.
+    monkeypatch.setattr(forest, "CHOP_COLLECT", 1e9)
+    assert [len(qp.pieces) for qp in _rule_forest(cheap)[0].queries] == [1, 1]
+    # Forced: every candidate is cut, whatever the counts.
+    monkeypatch.setattr(forest, "CHOP_RULE", "always")
+    from sparkcep.engines.aseq.forest import Forest
+
+    forced = Forest([qp.plan for qp in whole.queries], "chop")
+    assert [len(qp.pieces) for qp in forced.queries] == [1, 2]
+
+
+@pytest.mark.parametrize("frequent_head", [True, False])
+def test_chop_cuts_decided_at_run_time_give_the_unshared_rows(monkeypatch, frequent_head):
+    """`explain` names the candidate cut and says the counts decide; a run decides on its
+    input's counts (cut or not, as the estimates say) and gives the rows of unshared."""
+    import numpy as np
+
+    from sparkcep import explain
+
+    monkeypatch.setattr(forest, "CHOP_MIN_STEPS", 2)
+    monkeypatch.setattr(forest, "CHOP_RULE", "counts")
+    queries = [_seq("BCDE", 40), _seq("ABCDE", 40)]
+    text = explain(";".join(f"QUERY q{i}: {q}" for i, q in enumerate(queries)), sharing="chop")
+    assert "(A) + (B C D E) (candidate cuts: the input's type counts decide at run time)" in text
+    assert "decided at run time" in text
+    rng = np.random.default_rng(3)
+    weights = [8, 1, 8, 8, 1] if frequent_head else [1, 8, 1, 1, 8]
+    p = np.array(weights, dtype=float) / sum(weights)
+    n = 1500
+    events = pd.DataFrame(
+        {"type": rng.choice(list("ABCDE"), n, p=p), "ts": np.arange(n), "id": np.arange(n)}
+    )
+    program = compile_one(queries, events, Options(id_col="id", sharing="chop"))
+    assert program.forest.pending
+    state = program.new_state()
+    got = program.process(state, program.in_order(events))
+    cut = [len(qp.pieces) > 1 for qp in program.forest.queries]
+    assert cut == [False, frequent_head], program.forest.describe()
+    assert any(("cut:" if frequent_head else "left whole:") in line for line in state.stats["chop"])
+    from sparkcep.engines.output import sort_rows
+
+    whole = engine_rows(events, queries, sharing="none")
+    assert len(whole) > 0
+    pd.testing.assert_frame_equal(sort_rows(got, program.order), whole, check_dtype=False)
+
+
+def test_exact_window_totals_in_limbs_equal_python_integers():
+    """combine's exact float totals (int64 limbs, rounded once) against the same totals
+    over Python integers, on values of both signs and magnitudes 1e-7 to 1e16, and the
+    rounding of limbs against Python's int / int (ties to even, negative, subnormal)."""
+    import random
+
+    import numpy as np
+
+    from sparkcep.engines.aseq.combine import (
+        _exact_float_total,
+        _python_float_total,
+        _round_limbs,
+        _to_float,
+    )
+
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.randint(1, 50)
+        pool = [1e16, -1e16, 3.0e12, 7.69, 1.0, 0.1, -0.1, 2.5e-7, 123456.789]
+        values = np.array([rng.choice([*pool, rng.uniform(-1e5, 1e5)]) for _ in range(n)])
+        picks = [np.array(sorted(rng.sample(range(n), rng.randint(0, n)))) for _ in range(6)]
+
+        def window_total(v, picks=picks):
+            out = np.zeros(len(picks), dtype=v.dtype if v.dtype != object else object)
+            for i, pick in enumerate(picks):
+                out[i] = v[pick].sum() if len(pick) else 0
+            return out
+
+        got = _exact_float_total(values, window_total)
+        expected = _python_float_total(values, np.isfinite(values), window_total)
+        assert got.tolist() == expected.tolist()
+    for _ in range(2000):
+        total = rng.choice([1, -1]) * rng.randint(1, 2**200) >> rng.randint(0, 150)
+        if rng.random() < 0.3:  # a tie: 53 bits, then a single 1 bit
+            total = (rng.randint(2**52, 2**53 - 1) * 2 + 1) << rng.randint(0, 60)
+        low = rng.choice([-1100, -1074, -300, -64, 0, 64])
+        limbs, rest = [], total
+        for _ in range(8):
+            limbs.append(rest & (2**32 - 1))
+            rest >>= 32
+        limbs[-1] += rest << 32 if rest else 0
+        row = np.array([limbs], dtype=object)
+        if any(abs(x) >= 2**62 for x in limbs):
+            continue
+        got = _round_limbs(row.astype(np.int64), low)[0]
+        assert got == _to_float(total, low), (total, low)
+
+
+def test_min_max_sweep_equals_a_heap_of_the_live_matches():
+    """MIN/MAX at each trigger over the bundles alive there (end <= t < start + w), by
+    the sparse table, against the brute force."""
+    import numpy as np
+
+    from sparkcep.engines.aseq.combine import Triggers, _sweep_extreme
+
+    rng = np.random.default_rng(4)
+    for _ in range(400):
+        nc, nt, w = rng.integers(0, 30), rng.integers(0, 20), int(rng.integers(1, 8))
+        group, start = rng.integers(0, 3, nc), rng.integers(0, 20, nc)
+        end = start + rng.integers(0, w, nc)
+        values = rng.choice([1.0, 2.0, -3.0, np.inf, -np.inf, 5.5], nc)
+        trig = Triggers(np.arange(nt), rng.integers(0, 25, nt), rng.integers(0, 3, nt))
+        for func, pick in (("min", min), ("max", max)):
+            got = _sweep_extreme(func, group, start, end, values, trig, w)
+            for j in range(nt):
+                alive = [
+                    values[i]
+                    for i in range(nc)
+                    if group[i] == trig.group[j]
+                    and end[i] <= trig.ts[j] < start[i] + w
+                    and np.isfinite(values[i])
+                ]
+                assert got[j] == (pick(alive) if alive else None)
+
+
+def test_exact_sums_give_their_terms_a_chunk_of_places_at_a_time(monkeypatch):
+    """ExactSums.terms rounds the sums of a chunk of places at a time (bounded copies):
+    the same terms, place by place, as all at once."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from sparkcep.engines.aseq import combine
+
+    rng = np.random.default_rng(9)
+    sums = combine.ExactSums(50)
+    for _ in range(20):
+        place = rng.integers(0, 50, 30)
+        values = rng.choice([1e16, -1e16, 0.1, 7.69, 2.5e-7, -3.0e12], 30) * rng.integers(1, 99, 30)
+        sums.add_at(place, values)
+    whole = sums.terms(np.arange(50))
+    monkeypatch.setattr(combine, "TERMS_CHUNK", 7)
+    chunked = sums.terms(np.arange(50))
+    assert whole[0].tolist() == chunked[0].tolist() and whole[1].tolist() == chunked[1].tolist()
+    totals = [Fraction(0)] * 50
+    for p, t in zip(*chunked):
+        totals[p] += Fraction(t)
+    assert sum(totals) != 0 and len(set(chunked[0].tolist())) > 40

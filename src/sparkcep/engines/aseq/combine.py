@@ -20,7 +20,7 @@ for sums; minimum and maximum sweep the contributions alive at t.
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -65,7 +65,9 @@ def channels_of(plan: Plan) -> list[Channel]:
 class Moments:
     """What a bundle of matches holds of one channel: the sum and the number of non-null
     values (for SUM and AVG), the minimum and the maximum (nulls leave them at +inf and
-    -inf). The four arrays have one shape: one entry per bundle.
+    -inf). The four arrays have one shape: one entry per bundle. Where no MIN or MAX
+    reads the channel, the counters need not keep its extremes: `mins` and `maxs` are
+    then None (not kept), and stay None through every operation.
 
     >>> m = Moments.of_values(np.array([3, 5]), np.array([False, True]))
     >>> m.sums.tolist(), m.nonnull.tolist(), m.mins.tolist(), m.maxs.tolist()
@@ -73,21 +75,23 @@ class Moments:
     >>> twice = m.scaled(np.array([2, 0]))  # the first bundle's match taken twice
     >>> twice.sums.tolist(), twice.nonnull.tolist(), twice.mins.tolist()
     ([6, 0], [2, 0], [3.0, inf])
+    >>> Moments(m.sums, m.nonnull, None, None).plus(m).mins is None
+    True
     """
 
     sums: np.ndarray
     nonnull: np.ndarray
-    mins: np.ndarray
-    maxs: np.ndarray
+    mins: np.ndarray | None
+    maxs: np.ndarray | None
 
     @staticmethod
-    def zeros(shape, sum_dtype=np.float64, count_dtype=np.int64) -> Moments:
-        """Bundles of no match."""
+    def zeros(shape, sum_dtype=np.float64, count_dtype=np.int64, extremes=True) -> Moments:
+        """Bundles of no match (`extremes`: with their minimum and maximum kept)."""
         return Moments(
             np.zeros(shape, dtype=sum_dtype),
             np.zeros(shape, dtype=count_dtype),
-            np.full(shape, np.inf),
-            np.full(shape, -np.inf),
+            np.full(shape, np.inf) if extremes else None,
+            np.full(shape, -np.inf) if extremes else None,
         )
 
     @staticmethod
@@ -105,30 +109,48 @@ class Moments:
             np.where(null, -np.inf, floats),
         )
 
+    @property
+    def extremes(self) -> bool:
+        """Are the minimum and maximum kept?"""
+        return self.mins is not None
+
+    def without_extremes(self) -> Moments:
+        return Moments(self.sums, self.nonnull, None, None)
+
     @staticmethod
     def concat(parts: list[Moments]) -> Moments:
+        kept = all(p.extremes for p in parts)
         return Moments(
             concat_arrays([p.sums for p in parts]),
             concat_arrays([p.nonnull for p in parts]),
-            concat_arrays([p.mins for p in parts]),
-            concat_arrays([p.maxs for p in parts]),
+            concat_arrays([p.mins for p in parts]) if kept else None,
+            concat_arrays([p.maxs for p in parts]) if kept else None,
         )
 
     def take(self, index) -> Moments:
+        if not self.extremes:
+            return Moments(self.sums[index], self.nonnull[index], None, None)
         return Moments(self.sums[index], self.nonnull[index], self.mins[index], self.maxs[index])
 
     def copy(self) -> Moments:
+        if not self.extremes:
+            return Moments(self.sums.copy(), self.nonnull.copy(), None, None)
         return Moments(self.sums.copy(), self.nonnull.copy(), self.mins.copy(), self.maxs.copy())
 
     def put(self, index, other: Moments) -> None:
         """Overwrite the bundles at `index` with `other`'s."""
         self.sums[index] = other.sums
         self.nonnull[index] = other.nonnull
-        self.mins[index] = other.mins
-        self.maxs[index] = other.maxs
+        if self.extremes:
+            if not other.extremes:
+                raise ValueError("extremes kept here, not in what is put")
+            self.mins[index] = other.mins
+            self.maxs[index] = other.maxs
 
     def scaled(self, count: np.ndarray) -> Moments:
         """Each bundle's matches, each taken `count` times (count >= 0)."""
+        if not self.extremes:
+            return Moments(self.sums * count, self.nonnull * count, None, None)
         some = count > 0
         return Moments(
             self.sums * count,
@@ -139,11 +161,12 @@ class Moments:
 
     def plus(self, other: Moments) -> Moments:
         """The bundles of both, entry by entry."""
+        kept = self.extremes and other.extremes
         return Moments(
             self.sums + other.sums,
             self.nonnull + other.nonnull,
-            np.minimum(self.mins, other.mins),
-            np.maximum(self.maxs, other.maxs),
+            np.minimum(self.mins, other.mins) if kept else None,
+            np.maximum(self.maxs, other.maxs) if kept else None,
         )
 
     def cleared(self, where: np.ndarray) -> Moments:
@@ -151,8 +174,8 @@ class Moments:
         return Moments(
             np.where(where, 0, self.sums),
             np.where(where, 0, self.nonnull),
-            np.where(where, np.inf, self.mins),
-            np.where(where, -np.inf, self.maxs),
+            np.where(where, np.inf, self.mins) if self.extremes else None,
+            np.where(where, -np.inf, self.maxs) if self.extremes else None,
         )
 
     def bundled(self, inverse: np.ndarray, n: int) -> Moments:
@@ -160,8 +183,8 @@ class Moments:
         return Moments(
             sum_by(inverse, self.sums, n),
             sum_by(inverse, self.nonnull, n),
-            min_by(inverse, self.mins, n),
-            max_by(inverse, self.maxs, n),
+            min_by(inverse, self.mins, n) if self.extremes else None,
+            max_by(inverse, self.maxs, n) if self.extremes else None,
         )
 
     def widened(self) -> Moments:
@@ -365,12 +388,44 @@ def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
     """`window_total` of floats, correctly rounded: a window total is a difference of
     running sums over the whole partition, and in floating point the values before the
     window would leak into it (1e16 + 1.0 - 1e16 = 0.0). Every finite float is an
-    integer times a power of two, so the running sums are taken over exact integers and
+    integer times a power of two, so the running sums are taken over exact integers (in
+    32-bit limbs, one int64 column each: `window_total` takes a column at a time) and
     each total is rounded once. Infinities are counted apart (inf - inf is nan)."""
     finite = np.isfinite(values)
-    mantissa, exponent = np.frexp(np.where(finite, values, 0.0))
-    ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
-    exps = exponent.astype(np.int64) - 53
+    clean = np.where(finite, values, 0.0)
+    nonzero = clean != 0
+    out = np.zeros(len(window_total(np.zeros(len(values), dtype=np.int64))))
+    if nonzero.any():
+        ints, exps = _mantissas(clean[nonzero])
+        low = int(exps.min()) // LIMB * LIMB
+        width = (int(exps.max()) - low) // LIMB + 3  # a mantissa spans 3 limbs at most
+        if width > MOST_LIMBS:  # magnitudes too far apart for limbs: Python integers
+            return _python_float_total(values, finite, window_total)
+        limb, amounts = _limb_amounts(ints, exps - low)
+        columns = []
+        for k in range(width):
+            column = np.zeros(len(values), dtype=np.int64)
+            for j in range(3):
+                at = limb == k - j
+                column[np.flatnonzero(nonzero)[at]] = amounts[j][at]
+            # each column below 2**32 in magnitude: its running sums stay within int64
+            columns.append(window_total(column).astype(np.int64))
+        limbs = np.stack(columns, axis=1)
+        del columns
+        out = np.concatenate(
+            [
+                _round_limbs(limbs[i : i + TERMS_CHUNK], low)
+                for i in range(0, len(limbs), TERMS_CHUNK)
+            ]
+            or [np.zeros(0)]
+        )
+    return _with_infinities(out, values, finite, window_total)
+
+
+def _python_float_total(values, finite, window_total) -> np.ndarray:
+    """`_exact_float_total` with Python integers (magnitudes more than MOST_LIMBS limbs
+    apart)."""
+    ints, exps = _mantissas(np.where(finite, values, 0.0))
     nonzero = ints != 0
     low = int(exps[nonzero].min()) if nonzero.any() else 0
     exps = np.where(nonzero, exps, low)
@@ -378,6 +433,10 @@ def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
     scaled[:] = [int(m) << int(e - low) for m, e in zip(ints.tolist(), exps.tolist())]
     totals = window_total(scaled)
     out = np.array([_to_float(t, low) for t in totals.tolist()], dtype=np.float64)
+    return _with_infinities(out, values, finite, window_total)
+
+
+def _with_infinities(out, values, finite, window_total) -> np.ndarray:
     if not finite.all():
         pos = window_total((values == np.inf).astype(np.int64)) > 0
         neg = window_total((values == -np.inf).astype(np.int64)) > 0
@@ -387,12 +446,126 @@ def _exact_float_total(values: np.ndarray, window_total) -> np.ndarray:
     return out
 
 
+LIMB = 32  # bits of a limb of an exact sum
+MASK = (1 << LIMB) - 1
+MOST_LIMBS = 48  # limbs of one exact sum before combine falls back to Python integers
+TERMS_CHUNK = 1 << 16  # places whose sums ExactSums.terms rounds at once
+
+
+def _mantissas(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite floats as int64 m and e, value = m * 2**e exactly (|m| < 2**53)."""
+    mantissa, exponent = np.frexp(values)
+    ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
+    return ints, exponent.astype(np.int64) - 53
+
+
+def _limb_amounts(ints: np.ndarray, shift: np.ndarray):
+    """m * 2**shift (shift >= 0) as signed amounts to add to limbs limb, limb + 1 and
+    limb + 2 (each below 2**32 in magnitude): (limb, [three amount arrays])."""
+    limb, offset = shift >> 5, shift & (LIMB - 1)
+    negative = ints < 0
+    some_negative = bool(negative.any())
+    magnitude = np.abs(ints) if some_negative else ints
+    low_part = (magnitude & MASK) << offset  # below 2**63
+    middle = (low_part >> LIMB) + ((magnitude >> LIMB) << offset)  # below 2**53
+    amounts = [low_part & MASK, middle & MASK, middle >> LIMB]
+    if some_negative:
+        amounts = [np.where(negative, -a, a) for a in amounts]
+    return limb, amounts
+
+
+def add_both(first: ExactSums, at_first, second: ExactSums, at_second, values) -> None:
+    """The same floats added to two ExactSums (by end and by start place): split into
+    limb amounts once when both have the same units (as they do, fed the same floats)."""
+    some = values != 0
+    if not some.all():
+        at_first, at_second, values = at_first[some], at_second[some], values[some]
+    if not len(values):
+        return
+    ints, exps = _mantissas(values)
+    low, high = int(exps.min()), int(exps.max())
+    first._fit(low, high)
+    second._fit(low, high)
+    if first.low != second.low:
+        first._add(at_first, ints, exps - first.low)
+        second._add(at_second, ints, exps - second.low)
+        return
+    if max(first.adds, second.adds) + len(ints) >= min(first.MOST_ADDS, second.MOST_ADDS):
+        first._carry()
+        second._carry()
+    limb, amounts = _limb_amounts(ints, exps - first.low)
+    for sums, place in ((first, at_first), (second, at_second)):
+        flat = sums.limbs.reshape(-1)  # a view: the adds land in the limbs
+        where = place * sums.limbs.shape[1] + limb
+        for j, amount in enumerate(amounts):
+            np.add.at(flat, where + j, amount)
+        sums.adds += len(ints)
+
+
+def _normalize(limbs: np.ndarray) -> np.ndarray:
+    """The same integers (rows of limbs, least significant first) with every limb but the
+    top one in [0, 2**32): the top one carries the sign. In place; returned."""
+    for k in range(limbs.shape[1] - 1):
+        carry = limbs[:, k] >> LIMB
+        limbs[:, k] -= carry << LIMB
+        limbs[:, k + 1] += carry
+    return limbs
+
+
+def _round_limbs(limbs: np.ndarray, low: int) -> np.ndarray:
+    """Each row of limbs (units 2**low, signed amounts below 2**62) as the float nearest to
+    its integer (ties to even): correctly rounded, as int / int is."""
+    limbs = _normalize(np.concatenate([limbs, np.zeros((len(limbs), 1), np.int64)], axis=1))
+    negative = limbs[:, -1] < 0
+    if negative.any():  # magnitudes: negated, normalized again (the top limb >= 0 then)
+        limbs[negative] = _normalize(-limbs[negative])
+    out = np.zeros(len(limbs))
+    nonzero = (limbs != 0).any(axis=1)
+    if not nonzero.any():
+        return out
+    rows = np.flatnonzero(nonzero)
+    m = limbs[rows]
+    width = m.shape[1]
+    top = width - 1 - np.argmax(m[:, ::-1] != 0, axis=1)  # the highest limb in use
+    index = np.arange(len(rows))
+
+    def limb_at(k):
+        return np.where(k >= 0, m[index, np.maximum(k, 0)], 0)
+
+    l2, l1, l0 = limb_at(top), limb_at(top - 1), limb_at(top - 2)
+    below = np.cumsum(m != 0, axis=1)  # nonzero limbs up to each one
+    sticky = np.where(top >= 3, below[index, np.maximum(top - 3, 0)] > 0, False)
+    bits = np.frexp(l2.astype(np.float64))[1].astype(np.int64)  # 1..32: l2's bit length
+    # The 55 leading bits of l2 l1 l0 (53, a guard bit and a round bit); what is left
+    # below them only decides a tie (sticky).
+    up_shift = np.clip(23 - bits, 0, None)
+    down_shift = np.clip(bits - 23, 0, None)
+    lead = (l2 << (55 - bits)) | np.where(bits <= 23, l1 << up_shift, l1 >> down_shift)
+    lead |= l0 >> (bits + 9)
+    sticky |= (l1 & ((np.int64(1) << down_shift) - 1)) != 0
+    sticky |= (l0 & ((np.int64(1) << (bits + 9)) - 1)) != 0
+    sticky |= (lead & 1) != 0
+    mantissa = lead >> 2
+    guard = (lead >> 1) & 1
+    mantissa += guard & (sticky | (mantissa & 1))
+    exponent = bits + 11 + LIMB * (top - 2) + low
+    with np.errstate(over="ignore"):  # beyond floats: infinite
+        values = np.ldexp(mantissa.astype(np.float64), exponent.astype(np.int32))
+    tiny = exponent + 53 < -1021  # subnormal: ldexp would round a second time
+    for i in np.flatnonzero(tiny):
+        total = sum(int(v) << (LIMB * k) for k, v in enumerate(m[i].tolist()))
+        values[i] = _to_float(total, low)
+    out[rows] = np.where(negative[rows], -values, values)
+    return out
+
+
 class ExactSums:
     """Exact sums of finite floats at n places. Every finite float is an integer times a
     power of two, so a sum is an integer in units of 2**low: here in 32-bit limbs of an
-    int64 array (place x limb), the amounts added with numpy, the carries moved up from
-    time to time. `terms` gives each sum back as a few floats whose exact total it is
-    (the first is the sum rounded), for `combine`, which adds floats exactly.
+    int64 array (place x limb), each float's 53-bit mantissa added with numpy as three
+    amounts below 2**32 to three limbs, the carries moved up from time to time. `terms`
+    gives each sum back as a few floats whose exact total it is (the first is the sum
+    rounded), for `combine`, which adds floats exactly.
 
     >>> sums = ExactSums(2)
     >>> sums.add_at(np.array([0, 0, 0, 1]), np.array([1e16, 1.0, -1e16, 0.1]))
@@ -403,37 +576,33 @@ class ExactSums:
     True
     """
 
-    LIMB = 32
-    PART = 16  # a mantissa is added in 16-bit parts: each amount below 2**48 in its limb
-    MOST_ADDS = 1 << 14  # adds to one place between carries: 2**14 x 2**48 < 2**63
+    LIMB = LIMB
+    MOST_ADDS = 1 << 30  # amounts added since the last carry: 2**30 x 2**32 < 2**63
 
     def __init__(self, n: int):
         self.limbs = np.zeros((n, 0), dtype=np.int64)
         self.low: int | None = None  # a multiple of LIMB
-        self.adds = np.zeros(n, dtype=np.int32)  # per place, since its last carry
+        self.adds = 0  # amounts added to any one place since the last carry, at most
 
     def add_at(self, place: np.ndarray, values: np.ndarray) -> None:
         some = values != 0
-        if not some.any():
+        if not some.all():
+            place, values = place[some], values[some]
+        if not len(values):
             return
-        place, values = place[some], values[some]
-        mantissa, exponent = np.frexp(values)
-        ints = (mantissa * 2.0**53).astype(np.int64)  # exact: a double has 53 bits
-        exps = exponent.astype(np.int64) - 53
+        ints, exps = _mantissas(values)
         self._fit(int(exps.min()), int(exps.max()))
-        shift = exps - self.low
-        limb, offset = shift // self.LIMB, shift % self.LIMB
-        sign, magnitude = np.sign(ints), np.abs(ints)
-        width = self.limbs.shape[1]
+        self._add(place, ints, exps - self.low)
+
+    def _add(self, place, ints, shift) -> None:
+        if self.adds + len(ints) >= self.MOST_ADDS:
+            self._carry()
+        limb, amounts = _limb_amounts(ints, shift)
         flat = self.limbs.reshape(-1)  # a view: the adds land in the limbs
-        for i in range(4):  # 4 x 16 bits hold the 53 of a mantissa
-            part = (magnitude >> (self.PART * i)) & 0xFFFF
-            bit = offset + self.PART * i
-            where = place * width + limb + bit // self.LIMB
-            np.add.at(flat, where, sign * (part << (bit % self.LIMB)))
-        np.add.at(self.adds, place, 4)
-        if self.adds[place].max() >= self.MOST_ADDS:
-            self._carry(np.unique(place))
+        where = place * self.limbs.shape[1] + limb
+        for j, amount in enumerate(amounts):
+            np.add.at(flat, where + j, amount)
+        self.adds += len(ints)
 
     def _fit(self, low: int, high: int) -> None:
         """Limbs for amounts from 2**low to 2**(high + 53), and room for carries."""
@@ -449,47 +618,63 @@ class ExactSums:
         if need > width:  # the top limb takes the carries, with room to spare
             self.limbs = np.hstack([self.limbs, np.zeros((n, need - width), np.int64)])
 
-    def _carry(self, places: np.ndarray) -> None:
-        """Each limb of `places` below 2**32, its excess carried to the next one up."""
-        sub = self.limbs[places]
-        for k in range(sub.shape[1] - 1):
-            carry = sub[:, k] >> self.LIMB
-            sub[:, k] -= carry << self.LIMB
-            sub[:, k + 1] += carry
-        self.limbs[places] = sub
-        self.adds[places] = 0
-        if len(sub) and np.abs(sub[:, -1]).max() >= 1 << 40:  # keep the top limb small
+    def _carry(self) -> None:
+        """Each limb below 2**32, its excess carried to the next one up (the top limb
+        kept below 2**40 in magnitude, a limb added when it is not)."""
+        _normalize(self.limbs)
+        self.adds = 0
+        if len(self.limbs) and np.abs(self.limbs[:, -1]).max() >= 1 << 40:
             self.limbs = np.hstack([self.limbs, np.zeros((len(self.limbs), 1), np.int64)])
-            self._carry(places)
+            _normalize(self.limbs)
 
     def places(self) -> np.ndarray:
         """The places with a sum."""
+        if not self.limbs.shape[1]:
+            return np.zeros(0, dtype=np.int64)
+        self._carry()
         return np.flatnonzero((self.limbs != 0).any(axis=1))
 
     def terms(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(places, floats): for each place of `at` with a sum, the floats that add up to
-        it exactly (the first is the sum rounded; more follow where it lost bits)."""
-        places, terms = [], []
+        it exactly (the first is the sum rounded; more follow where it lost bits), the
+        places in the order of `at`."""
+        at = np.asarray(at, dtype=np.int64)
+        if not self.limbs.shape[1] or not len(at):
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        self._carry()
+        if len(at) > TERMS_CHUNK:  # a chunk of places at a time: bounded copies
+            parts = [self.terms(at[i : i + TERMS_CHUNK]) for i in range(0, len(at), TERMS_CHUNK)]
+            return np.concatenate([p for p, _ in parts]), np.concatenate([t for _, t in parts])
         low = self.low or 0
-        for place, total in self._totals(at):
-            while total:
-                f = _to_float(total, low)
-                places.append(place)
-                terms.append(f)
-                if not math.isfinite(f):
-                    break  # beyond floats: the sum is infinite
-                m, e = math.frexp(f)
-                shift = e - 53 - low
-                exact = int(m * 2**53)
-                total -= exact << shift if shift >= 0 else exact >> -shift
-        return np.array(places, dtype=np.int64), np.array(terms, dtype=np.float64)
-
-    def _totals(self, at: np.ndarray, chunk: int = 1 << 15):
-        """(place, its sum as a Python integer), a chunk of places' limbs at a time."""
-        for lo in range(0, len(at), chunk):
-            part = at[lo : lo + chunk]
-            for place, limbs in zip(part.tolist(), self.limbs[part].tolist()):
-                yield place, sum(limb << (self.LIMB * k) for k, limb in enumerate(limbs))
+        rest = np.hstack([self.limbs[at], np.zeros((len(at), 2), np.int64)])  # room
+        order = np.arange(len(at))
+        places, terms, rounds = [], [], []
+        for turn in itertools.count():
+            live = (rest != 0).any(axis=1)
+            if not live.any():
+                break
+            rest, order = rest[live], order[live]
+            rounded = _round_limbs(rest.copy(), low)
+            places.append(order)
+            terms.append(rounded)
+            rounds.append(np.full(len(order), turn))
+            finite = np.isfinite(rounded)  # beyond floats: the sum is infinite
+            rest, order, rounded = rest[finite], order[finite], rounded[finite]
+            ints, exps = _mantissas(rounded)
+            shift = exps - low
+            # a rounded sum has no bit below 2**low (where it lost none, it is the sum)
+            ints = np.where(shift < 0, ints >> np.clip(-shift, 0, 63), ints)
+            limb, amounts = _limb_amounts(-ints, np.maximum(shift, 0))
+            rows = np.arange(len(rest))
+            for j, amount in enumerate(amounts):
+                rest[rows, limb + j] += amount
+            _normalize(rest)
+        if not places:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        position = np.concatenate(places)
+        turn = np.concatenate(rounds)
+        order = np.lexsort((turn, position))
+        return at[position[order]], np.concatenate(terms)[order]
 
 
 def _to_float(total: int, low: int) -> float:
@@ -507,27 +692,47 @@ def _with_nulls(values: np.ndarray, null: np.ndarray) -> np.ndarray:
 
 
 def _sweep_extreme(func, cgroup, start, end, values, trig: Triggers, w) -> np.ndarray:
-    """min/max over the contributions alive at each trigger: end <= t < start + w."""
+    """min/max over the contributions alive at each trigger: end <= t < start + w.
+
+    Each contribution is alive at a run of consecutive triggers of its group (in time
+    order): a range of them, whose minimum it lowers. Each range is covered by two
+    blocks of a power-of-two length (a sparse table, one row per length), the blocks
+    pushed down to single triggers at the end: O(contributions + triggers x log)."""
     sign = 1.0 if func == "min" else -1.0
-    finite = np.isfinite(values.astype(np.float64))
-    order_c = np.flatnonzero(finite)
     result = np.full(len(trig.ts), None, dtype=object)
-    if not len(order_c):
+    signed = sign * values.astype(np.float64)
+    alive = np.flatnonzero(np.isfinite(signed))
+    n = len(trig.ts)
+    if not len(alive) or not n:
         return result
-    events = sorted(
-        [(int(cgroup[i]), int(end[i]), 0, i) for i in order_c]
-        + [(int(trig.group[j]), int(trig.ts[j]), 1, j) for j in range(len(trig.ts))]
-    )
-    heap: list[tuple[float, int]] = []
-    current = None
-    for group, t, kind, i in events:
-        if group != current:
-            heap, current = [], group
-        if kind == 0:
-            heapq.heappush(heap, (sign * float(values[i]), int(start[i]) + w))
-        else:
-            while heap and heap[0][1] <= t:
-                heapq.heappop(heap)
-            if heap:
-                result[i] = sign * heap[0][0]
+    order = np.lexsort((trig.ts, trig.group))  # triggers by (group, time)
+    group, ts = trig.group[order].astype(np.int64), trig.ts[order].astype(np.int64)
+    cg = np.asarray(cgroup, dtype=np.int64)[alive]
+    lo_t, hi_t = end[alive].astype(np.int64), start[alive].astype(np.int64) + w
+    times = np.unique(np.concatenate([ts, lo_t, hi_t]))
+    span = len(times) + 1
+
+    def key(g, t):
+        return g * span + np.searchsorted(times, t)
+
+    keys = key(group, ts)
+    lo = np.searchsorted(keys, key(cg, lo_t), side="left")
+    hi = np.searchsorted(keys, key(cg, hi_t), side="left")
+    some = hi > lo
+    lo, hi, v = lo[some], hi[some], signed[alive][some]
+    if not len(v):
+        return result
+    level = np.frexp((hi - lo).astype(np.float64))[1].astype(np.int64) - 1  # 2**level <= len
+    levels = int(level.max()) + 1
+    table = np.full(levels * n, np.inf)
+    np.minimum.at(table, level * n + lo, v)
+    np.minimum.at(table, level * n + hi - (np.int64(1) << level), v)
+    table = table.reshape(levels, n)
+    for k in range(levels - 1, 0, -1):  # a block of 2**k: its two halves
+        half = 1 << (k - 1)
+        np.minimum(table[k - 1], table[k], out=table[k - 1])
+        np.minimum(table[k - 1][half:], table[k][: n - half], out=table[k - 1][half:])
+    best = table[0]
+    found = np.isfinite(best)
+    result[order[found]] = (sign * best[found]).tolist()
     return result

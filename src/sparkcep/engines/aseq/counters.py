@@ -14,6 +14,7 @@ from sparkcep.engines.aseq.combine import (
     Contributions,
     ExactSums,
     Moments,
+    add_both,
     concat_arrays,
     window_of,
 )
@@ -177,8 +178,11 @@ class EndTotals:
         for source in self.exact_end:
             sums = moments[source].sums
             finite = np.isfinite(sums)
-            self.exact_end[source].add_at(group[finite], sums[finite])
-            self.exact_start[source].add_at(row[finite], sums[finite])
+            if finite.all():
+                add_both(self.exact_end[source], group, self.exact_start[source], row, sums)
+            else:
+                kept = (group[finite], row[finite], sums[finite])
+                add_both(self.exact_end[source], kept[0], self.exact_start[source], *kept[1:])
             if not finite.all():  # infinities and nan: combine counts them apart
                 nothing = np.zeros(len(row), np.int64)
                 infinite = {source: Moments(sums, nothing, *_no_extremes(len(row)))}
@@ -455,7 +459,10 @@ class PrefixCounters:
         self.segment_keys = segment_keys
         self.collect: set[int] = set()  # nodes whose matches chopped queries connect
         self.sources: dict[int, list[NodeValues]] = {}  # node -> values counted there
+        # the values a MIN or a MAX reads: only theirs keep extremes in the counters
+        self.extremes: set[NodeValues] = set()
         for qp in forest.queries:
+            self.extremes |= _sources_of(qp, ("min", "max"))
             if len(qp.pieces) > 1:
                 self.collect.update(piece.nodes[-1] for piece in qp.pieces)
             for source in qp.channel_source.values():
@@ -619,7 +626,7 @@ class PrefixCounters:
             dtype = events.sums.dtype
             if before is not None and before.sums.dtype != dtype:
                 dtype = np.float64
-            moments[source] = Moments.zeros(shape, dtype)
+            moments[source] = Moments.zeros(shape, dtype, extremes=source in self.extremes)
             if before is not None:
                 moments[source].put(slice(None, rows.carried), before)
             if source.node == tree.root:
@@ -780,7 +787,10 @@ class PrefixCounters:
         events = stats.count[bit][group]
         deltas = {}
         for source in node.read:  # the value of the event that extends each prefix
-            deltas[source] = stats.values[(source.bit, source.attr)].take(group).scaled(prefixes)
+            values = stats.values[(source.bit, source.attr)]
+            if source not in self.extremes:
+                values = values.without_extremes()
+            deltas[source] = values.take(group).scaled(prefixes)
         for source in node.inherit:  # the values in each prefix, once per event
             deltas[source] = counts.moments[source].take((row, node.parent)).scaled(events)
         return prefixes * events, deltas

@@ -26,7 +26,7 @@ from sparkcep.engines.aseq.combine import (
 )
 from sparkcep.engines.aseq.connect import piece_contributions, query_contributions
 from sparkcep.engines.aseq.counters import CarryRows, PrefixCounters
-from sparkcep.engines.aseq.forest import Forest
+from sparkcep.engines.aseq.forest import Forest, TypeCounts
 from sparkcep.engines.aseq.twostep import enumerate_contributions
 from sparkcep.engines.base import Program
 from sparkcep.engines.output import QUERY, OutputColumn
@@ -183,12 +183,19 @@ class AggregateProgram(Program):
         if self.forest is not None and len(self.plans) > 1:
             lines += [("sharing", text) for text in self.forest.describe()]
         if self.forest is not None and self.forest.sharing == "chop" and len(self.plans) > 1:
-            lines.append((
-                "sharing",
-                f"chop-connect cuts a query where the tail it shares has {self.forest.min_tail} "
-                "steps or more: connecting costs about as much as counting five steps "
-                "(measured, docs/aggregation.md)",
-            ))  # fmt: skip
+            forest = self.forest
+            if forest.rule == "always":
+                rule = f"chop-connect cuts a query where the tail it shares has {forest.min_tail} "
+                rule += "steps or more (every such tail: the cost rule set aside)"
+            else:
+                rule = (
+                    "chop-connect cuts a query where the tail it shares has "
+                    f"{forest.min_tail} steps or more and, by the input's type counts "
+                    "(decided at run time, when the whole input is there), the counter "
+                    "updates the cut saves exceed what its connect costs (estimated; "
+                    "docs/aggregation.md)"
+                )
+            lines.append(("sharing", rule))
         return lines
 
     # ---- running
@@ -244,6 +251,9 @@ class AggregateProgram(Program):
             self._expire(state)  # nothing for the counters here; only time moved on
             return []
         batch = Batch(events, table, _segment_keys(events, table, seg_cols), group_pos, owned)
+        if forest.pending:  # chop-connect's cuts, decided by this input's counts
+            forest = self._decide_cuts(table)
+            state.stats["chop"] = forest.describe()
         counters = PrefixCounters(forest, table, state.carry, batch.segment_keys)
         state.stats["peak_counters"] = max(
             state.stats.get("peak_counters", 0), counters.peak_counters
@@ -269,6 +279,28 @@ class AggregateProgram(Program):
         state.carry = dict(counters.final)
         self._expire(state)
         return outs
+
+    def _decide_cuts(self, table: EventTable) -> Forest:
+        """The forest whose cuts this input's type counts allow (chop-connect answers a
+        whole input at once: its counts are known before the counters run)."""
+        old = self.forest
+        bits = {bit for node in old.nodes for bit in node.bits}
+        events = {bit: int(np.count_nonzero((table.mask >> bit) & 1)) for bit in bits}
+        span = int(table.ts.max()) - int(table.ts.min()) + 1 if len(table) else 1
+        floats = frozenset(
+            attr for attr, col in table.columns.items() if col.values.dtype.kind == "f"
+        )
+        counted = [self.plans[i] for i in self.counter_plans]
+        self.forest = Forest(
+            counted,
+            "chop",
+            self.signatures,
+            counts=TypeCounts(events, span, floats),
+            min_tail=old.min_tail,
+            rule=old.rule,
+        )
+        self.chopped = any(len(qp.pieces) > 1 for qp in self.forest.queries)
+        return self.forest
 
     def _expire(self, state: AggregateState):
         if self.forest is None or state.latest is None:
