@@ -73,6 +73,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.episodes
 	$(BIN)/python -m benchmarks.episodes_nab
 	$(BIN)/python -m benchmarks.imprecise
+	$(BIN)/python -m benchmarks.imprecise_case
 	$(BIN)/python -m benchmarks.match_recognize
 	$(BIN)/python -m benchmarks.before_after
 	$(BIN)/python -m benchmarks.flinkcep

@@ -136,6 +136,11 @@ def sweep(args) -> list[dict]:
         moduli = [first, *MODULI[1 : DEFAULTS["length"] - 1], last]
         share = round(100 / first, 1)
         plan.append(("frequency", share, DEFAULTS, strategies[0], moduli))
+    # E1 50 %, E_l rarer than one event a window: out-of-date events leave E1's buffer
+    for last in [100, 500] if args.quick else [100, 250, 500]:
+        moduli = [2, *MODULI[1 : DEFAULTS["length"] - 1], last]
+        plan.append(("rare_last", round(DEFAULTS["window"] / last, 1), DEFAULTS, strategies[0],
+                     moduli))  # fmt: skip
     for experiment, value, params, strategy, moduli in plan:
         text = query(params["delta"], params["window"], params["length"], strategy, moduli)
         for method in METHODS:
@@ -221,6 +226,7 @@ def write(rows: list[dict], best: list[dict], args) -> None:
         ("window", "window W (δ 5, ℓ 3), skip-till-any"),
         ("length", "pattern length ℓ (δ 5, W 100)"),
         ("frequency", "% of events matching E1, E_ℓ rarer (δ 5, W 100, ℓ 3), skip-till-any"),
+        ("rare_last", "E1 50 %, events matching E_ℓ per window (δ 5, W 100, ℓ 3), skip-till-any"),
     ):
         part = [r for r in rows if r["experiment"] == experiment]
         for strategy in dict.fromkeys(r["strategy"] for r in part):

@@ -23,7 +23,8 @@ its points outside the union of the gaps it could fill (the gaps are disjoint, s
 is exact). This replaces eq. (4)'s enumeration of the shared events' points. With three
 components (`NextThree`) the same sum is taken without enumerating point matches: the
 shared events' factors are expanded into products of a (t_1, t_2) and a (t_2, t_3)
-array, and the window is met at the middle component.
+array, and the window is met at the middle component. With more (`NextChain`), a
+product of matrices along the chain, with the shared events' places as states.
 
 The sums are in floats, so a signature that matches in every possible world comes out
 as 1 up to rounding, possibly above it (151 points of 1/151 do not sum to 1 exactly).
@@ -49,10 +50,12 @@ class Grid:
     vlb[:, j] + k, for k < width[j]; `prob[j]` (m, width[j]) their probabilities (zero
     beyond vub)."""
 
-    def __init__(self, events: IntervalEvents, idx, vlb, vub):
+    def __init__(self, events: IntervalEvents, idx, vlb, vub, width: int | None = None):
         self.vlb, self.vub = vlb, vub
         self.length = idx.shape[1]
         self.width = [max(int((vub[:, j] - vlb[:, j]).max()) + 1, 1) for j in range(self.length)]
+        if width is not None:  # one width for all, whatever the batch (at least theirs)
+            self.width = [max(width, w) for w in self.width]
         self.points, self.prob = [], []
         for j in range(self.length):
             pts = vlb[:, j, None] + np.arange(self.width[j])[None, :]
@@ -127,6 +130,8 @@ class NextConfidence:
     def __call__(self, idx, vlb, vub):
         if self.pattern.length == 3 and len(idx):  # no point-match tensor (NextThree)
             return NextThree(self.events, self.pattern, self._general)(idx, vlb, vub)
+        if self.pattern.length > 3 and len(idx):  # nor for longer chains (NextChain)
+            return NextChain(self.events, self.pattern, self._general)(idx, vlb, vub)
         return self._general(idx, vlb, vub)
 
     def _general(self, idx, vlb, vub):
@@ -371,6 +376,177 @@ class NextThree:
             local = _local(gaps, redo, m)
             end[redo] = self._batch(idx[redo], vlb[redo], vub[redo], local, xs[redo], True)[2]
         return conf, start, end
+
+
+MAX_ACTIVE = 6  # NextChain: at most 2^6 states at a point, else the enumeration
+CHAIN_CELLS = 2_000_000  # NextChain: float cells of one batch's (first, point) arrays
+
+
+class NextChain(NextThree):
+    """Skip-till-next confidence and range for l >= 4 as a product of matrices along
+    the chain, with no tensor of point matches: what `_general` computes.
+
+    An event x in the Θ sets of gaps J_x (gap j lies between t_{j-1} and t_j) must
+    avoid their union; the gaps are disjoint, so x's factor is the mass of the places
+    it may take, each a function of one point or of two neighbours: at or before t_0,
+    in an allowed gap, at a point t_j, at or after t_{l-1}. J'_x, the gaps where x can
+    fall at all (a positive point strictly between vlb_{j-1} and vub_j), decide:
+
+    1. Folding. |J'_x| = 1, gap i: the factor is L_x(t_{i-1}) + R_x(t_i), a factor of
+       the pairwise q_i (as NextThree's, folded into p_{i-1} or p_i when one side is 0).
+    2. States. Otherwise x is open from point a - 1 to point b (a, b = min, max of J'_x):
+       it is placed at t_{a-1} or before (weight L_x(t_{a-1})), or in step j (from
+       t_{j-1} to t_j, a <= j <= b) strictly inside gap j if j is not in J'_x
+       (P[t_{j-1} < x < t_j]) or at t_j if j < b (p_x(t_j)), or, still unplaced when
+       it closes at b, at t_b or after (R_x(t_b)). The pass keeps, per set of placed
+       open events (at most 2^MAX_ACTIVE) and per first point, the mass of the partial
+       point matches ending at each point of component j; a step multiplies by
+       q_j(s, t) [s < t] p_j(t) and the placement weights of the events placed in it.
+    3. The window is applied at the end, on (first point, last point).
+
+    Every term is nonnegative, so which signatures and range ends have mass is exact.
+    Signatures with more than MAX_ACTIVE events open at once go to `fallback`."""
+
+    def __call__(self, idx, vlb, vub):
+        ev, m, n_ev, length = self.events, len(idx), len(self.events), self.pattern.length
+        gaps = [theta_pairs(ev, self.pattern, idx, vlb, vub, j) for j in range(1, length)]
+        keys = np.concatenate([a * n_ev + x for a, x in gaps])
+        gap_of = np.concatenate([np.full(len(a), j) for j, (a, _) in enumerate(gaps, 1)])
+        sa, sx = keys // n_ev, keys % n_ev
+        # J'_x: the gaps where x has a positive point strictly inside (vlb_{j-1}, vub_j)
+        can = (ev.last[sx] > vlb[sa, gap_of - 1]) & (ev.first[sx] < vub[sa, gap_of])
+        order = np.lexsort((gap_of, keys))
+        keys, gap_of, can, sa, sx = keys[order], gap_of[order], can[order], sa[order], sx[order]
+        uniq, first_at = np.unique(keys, return_index=True)
+        bits = np.bitwise_or.reduceat(np.where(can, 1 << gap_of, 0), first_at)
+        any_bits = np.bitwise_or.reduceat(1 << gap_of, first_at)
+        ua, ux = uniq // n_ev, uniq % n_ev
+        n_can = np.array([bin(b).count("1") for b in bits.tolist()], np.int64)
+        # one gap: a pairwise factor (kind 0: L(t_{i-1}) + R(t_i)); none: no factor
+        single = n_can == 1
+        single_gap = np.where(single, np.log2(np.maximum(bits, 1)).astype(np.int64), 0)
+        none = (n_can == 0) & (np.array([bin(b).count("1") for b in any_bits.tolist()]) == 1)
+        none_gap = np.log2(np.maximum(any_bits, 1)).astype(np.int64)
+        pair_sel = single | none
+        pair_gap = np.where(single, single_gap, none_gap)
+        pairs = [(ua[pair_sel & (pair_gap == j)], ux[pair_sel & (pair_gap == j)])
+                 for j in range(1, length)]  # fmt: skip
+        # events in several Θ sets that can fall in none of them: factor 1, dropped
+        shared = n_can >= 2
+        sa_s, sx_s, bits_s = ua[shared], ux[shared], bits[shared]
+        conf, start, end = np.zeros(m), np.zeros(m, np.int64), np.zeros(m, np.int64)
+        # a signature's shape: the J' sets of its shared events, in order
+        shape_of: list[tuple[int, ...]] = [() for _ in range(m)]
+        xs_of: list[list[int]] = [[] for _ in range(m)]
+        for a, x, b in zip(sa_s.tolist(), sx_s.tolist(), bits_s.tolist()):
+            shape_of[a] += (b,)
+            xs_of[a].append(x)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for r in range(m):
+            order_r = sorted(range(len(shape_of[r])), key=lambda k: shape_of[r][k])
+            xs_of[r] = [xs_of[r][k] for k in order_r]
+            shape = tuple(shape_of[r][k] for k in order_r)
+            groups.setdefault(shape, []).append(r)
+        fallback = []
+        for shape, members in sorted(groups.items()):
+            if _max_open(shape, length) > MAX_ACTIVE:
+                fallback += members
+                continue
+            rows = np.array(members, np.int64)
+            xs = np.array([xs_of[r] for r in members], np.int64).reshape(len(rows), len(shape))
+            w = int((vub[rows] - vlb[rows]).max()) + 1
+            states = 2 ** _max_open(shape, length)
+            step = max(1, CHAIN_CELLS // (states * w * w))
+            for lo in range(0, len(rows), step):
+                sub = rows[lo : lo + step]
+                local = _local([(a, x, np.zeros(len(a), np.int64)) for a, x in pairs], sub, m)
+                c, st, en = self._chain(idx[sub], vlb[sub], vub[sub], local, xs[lo : lo + step],
+                                        shape)  # fmt: skip
+                conf[sub], start[sub], end[sub] = c, st, en
+        if fallback:
+            rows = np.array(sorted(fallback), np.int64)
+            conf[rows], start[rows], end[rows] = self.fallback(idx[rows], vlb[rows], vub[rows])
+        return conf, start, end
+
+    def _chain(self, idx, vlb, vub, pairs, xs, shape):
+        ev, window, length = self.events, self.window, self.pattern.length
+        # the widest possible valid interval: a signature's arrays have the same shape in
+        # any batch, so the matrix products (BLAS) sum its terms the same way
+        grid = Grid(ev, idx, vlb, vub, width=self.pattern.max_width + 1)
+        q = [self._factor(grid, j + 1, a, x, k) for j, (a, x, k) in enumerate(pairs)]
+        pts, prob = grid.points, grid.prob  # prob after folding
+        m, w0 = prob[0].shape
+        spans = [(_low_bit(b), b.bit_length() - 1) for b in shape]  # (a, b) of each slot
+        diag = np.zeros((m, w0, w0))
+        diag[:, np.arange(w0), np.arange(w0)] = prob[0]
+        mass = {0: diag}  # placed open slots (bitmask) -> (m, first, point of j)
+        mass = self._open(mass, spans, xs, 0, pts[0])
+        for j in range(1, length):
+            s, t = pts[j - 1][:, :, None], pts[j][:, None, :]
+            base = q[j - 1] * (s < t) * prob[j][:, None, :]
+            active = [k for k, (a, b) in enumerate(spans) if a <= j <= b]
+            place = {}
+            for k in active:
+                x = xs[:, k, None, None]
+                w = np.zeros(base.shape)
+                if not shape[k] >> j & 1:  # strictly inside gap j
+                    w = w + (ev.mass_upto(x, t - 1) - ev.mass_upto(x, s))
+                if j < spans[k][1]:  # at t_j
+                    w = w + ev.prob(x, t)
+                place[k] = w
+            out: dict[int, np.ndarray] = {}
+            for state in sorted(mass):
+                free = [k for k in active if not state >> k & 1]
+                for n in range(len(free) + 1):
+                    for chosen in itertools.combinations(free, n):
+                        factor = base
+                        for k in chosen:
+                            factor = factor * place[k]
+                        new = state | sum(1 << k for k in chosen)
+                        part = np.matmul(mass[state], factor)
+                        out[new] = out[new] + part if new in out else part
+            mass = out
+            for k, (_, b) in enumerate(spans):  # close the slots that end at j
+                if b != j:
+                    continue
+                closed: dict[int, np.ndarray] = {}
+                tail = ev.mass_from(xs[:, k, None], pts[j])[:, None, :]
+                for state in sorted(mass):
+                    value = mass[state] if state >> k & 1 else mass[state] * tail
+                    key = state & ~(1 << k)
+                    closed[key] = closed[key] + value if key in closed else value
+                mass = closed
+            mass = self._open(mass, spans, xs, j, pts[j])
+        final = mass[0] * ((pts[-1][:, None, :] - pts[0][:, :, None]) < window)
+        by_first, by_last = _sum(final, axis=2), _sum(final, axis=1)
+        conf = _sum(by_first, axis=1)
+        rows = np.arange(m)
+        start = pts[0][rows, np.argmax(by_first > 0, axis=1)]
+        k = by_last.shape[1] - 1 - np.argmax((by_last > 0)[:, ::-1], axis=1)
+        return conf, start, pts[-1][rows, k]
+
+    def _open(self, mass, spans, xs, j, points):
+        """Open the slots whose first gap is j + 1: placed at t_j or before, or not yet."""
+        for k, (a, _) in enumerate(spans):
+            if a - 1 != j:
+                continue
+            before = self.events.mass_upto(xs[:, k, None], points)[:, None, :]
+            out: dict[int, np.ndarray] = {}
+            for state in sorted(mass):
+                out[state] = mass[state]
+                out[state | 1 << k] = mass[state] * before
+            mass = out
+        return mass
+
+
+def _low_bit(b: int) -> int:
+    return (b & -b).bit_length() - 1
+
+
+def _max_open(shape, length: int) -> int:
+    """The most slots open at once (from point a - 1 to point b)."""
+    spans = [(_low_bit(b), b.bit_length() - 1) for b in shape]
+    return max((sum(a - 1 <= j <= b for a, b in spans) for j in range(length)), default=0)
 
 
 def _local(gaps, rows: np.ndarray, m: int):

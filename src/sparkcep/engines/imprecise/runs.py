@@ -62,12 +62,24 @@ class RunSet:
     def __len__(self) -> int:
         return len(self.ev)
 
-    def feed(self, e: int, components) -> None:
-        """Try event e on every run, as each of `components` (positions)."""
+    def feed(self, e: int, components, pending=None) -> None:
+        """Try event e on every run, as each of `components` (positions). With
+        `pending` (a bool per component: whether an event that may still be fed can
+        take it), a new run with a free component that nothing pending can fill is not
+        made (selectivity order's out-of-date events: only waiting events can join
+        them)."""
         new_ev, new_vlb, new_vub = [], [], []
         for j in components:
             ev = self._candidates(e, j)
-            if not self.in_order or j == 0:
+            if pending is not None:
+                fillable = np.asarray(pending, bool).copy()
+                fillable[j] = True
+                ev = ev[((ev != FREE) | fillable).all(axis=1)]
+                if fillable.all():
+                    ev = np.concatenate([ev, np.full((1, self.length), FREE, np.int64)])
+                if not len(ev):
+                    continue
+            elif not self.in_order or j == 0:
                 single = np.full((1, self.length), FREE, np.int64)
                 ev = np.concatenate([ev, single])
             ev[:, j] = e
@@ -138,17 +150,22 @@ class RunSet:
         ok &= vlb[rows, last] < vub[rows, first] + self.pattern.window
         return vlb, vub, ok
 
-    def prune(self, frontier: int) -> None:
-        """Drop the runs no event at or after `frontier` can complete."""
+    def prune(self, frontier: int, horizons=None) -> None:
+        """Drop the runs no event at or after `frontier` can complete; with `horizons`
+        (per component, each at most `frontier`: the earliest point of an event still
+        to be fed that can take it), a run's frontier is the least horizon of its free
+        components."""
         if not len(self.ev):
             return
         held = self.ev != FREE
         ttl = np.where(held, self.vub, HIGH).min(axis=1) + self.pattern.window
+        if horizons is not None:
+            frontier = np.where(held, HIGH, np.asarray(horizons, np.int64)[None, :]).min(axis=1)
         alive = ttl > frontier
         # a held event that ends before the frontier, with a free component before it
         free_before = np.cumsum(~held, axis=1) > 0
         ends = np.where(held, self.events.hi[np.maximum(self.ev, 0)], HIGH)
-        alive &= ~((ends < frontier) & free_before & held).any(axis=1)
+        alive &= ~((ends < np.reshape(frontier, (-1, 1))) & free_before & held).any(axis=1)
         self.ev, self.vlb, self.vub = self.ev[alive], self.vlb[alive], self.vub[alive]
 
     def found(self) -> np.ndarray:
@@ -265,7 +282,12 @@ class SelectivityOrder(AnyState):
     """Selectivity order (§4.3): each component's events wait in its buffer; once every
     buffer holds one, all are released to the any-state method, the most selective
     component's (fewest events so far) first. A waiting event that no longer fits a
-    window with any event to come is released at once (or dropped when no run lives)."""
+    window with any event to come is released at once, but only to complete runs with
+    the other waiting events: a run it would start or extend that still needs a
+    component no waiting event can take is not made (events to come are out of its
+    window); when no run lives it is dropped. A run is pruned by the horizon of its own
+    free components (the earliest waiting event that can take one of them), so events
+    waiting for another component do not keep it alive."""
 
     name = "imprecise-selectivity"
     words = "event-based, any-state evaluation fed in selectivity order (per-component buffers)"
@@ -275,27 +297,37 @@ class SelectivityOrder(AnyState):
         u, w = pattern.max_width, pattern.window
         runs = self._runs(in_order=False)
         length = pattern.length
+        hi, lo = ev.hi.tolist(), ev.lo.tolist()
         for start, stop in segments(ev):
             runs.reset()
             buffers: list[list[int]] = [[] for _ in range(length)]
+            # per buffer, the least upper and lower bound of its events (None: empty)
+            least_hi: list = [None] * length
+            least_lo: list = [None] * length
             seen = np.zeros(length, np.int64)
             for e in range(start, stop):
                 frontier = int(ev.ts[e]) - u
                 for j in components_of(ev, pattern, e):
                     buffers[j].append(e)
                     seen[j] += 1
+                    least_hi[j] = hi[e] if least_hi[j] is None else min(least_hi[j], hi[e])
+                    least_lo[j] = lo[e] if least_lo[j] is None else min(least_lo[j], lo[e])
                 if all(buffers):
                     self._flush(runs, buffers, seen)
+                    least_hi, least_lo = [None] * length, [None] * length
                 else:
+                    pending = [bool(b) for b in buffers]  # before the old ones leave
                     for j in range(length):
-                        old = [x for x in buffers[j] if ev.hi[x] + w <= frontier]
-                        if old:
-                            buffers[j] = [x for x in buffers[j] if ev.hi[x] + w > frontier]
-                            for x in old if len(runs) else ():
-                                runs.feed(x, [j])
-                waiting = [x for b in buffers for x in b]
-                low = min((int(ev.lo[x]) for x in waiting), default=frontier)
-                runs.prune(min(frontier, low))
+                        if least_hi[j] is None or least_hi[j] + w > frontier:
+                            continue  # no event of the buffer is out of date
+                        old = [x for x in buffers[j] if hi[x] + w <= frontier]
+                        buffers[j] = [x for x in buffers[j] if hi[x] + w > frontier]
+                        least_hi[j] = min((hi[x] for x in buffers[j]), default=None)
+                        least_lo[j] = min((lo[x] for x in buffers[j]), default=None)
+                        for x in old if len(runs) else ():
+                            runs.feed(x, [j], pending)
+                horizons = [frontier if b is None else min(frontier, b) for b in least_lo]
+                runs.prune(frontier, horizons)
             self._flush(runs, buffers, seen)
         return runs.found()
 
