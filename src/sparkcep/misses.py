@@ -96,7 +96,9 @@ class _Explorer:
 
     # ---- one partition ------------------------------------------------------------------
 
-    def partition(self, key: tuple, part: pd.DataFrame) -> None:
+    def _enter(self, key: tuple, part: pd.DataFrame) -> None:
+        """A partition's events, as every explorer reads them: times, order, types and
+        the columns as value vectors."""
         self.key, self.part = key, part.reset_index(drop=True)
         self.ticks = self.part["__ticks"].to_numpy(dtype=np.int64)
         self.order_key = (
@@ -107,6 +109,9 @@ class _Explorer:
         types = self.part.get(self.options.type_col)
         self.types = types.to_numpy() if types is not None else None
         self.values = {c: column_vec(self.part[c]) for c in self.part.columns}
+
+    def partition(self, key: tuple, part: pd.DataFrame) -> None:
+        self._enter(key, part)
         first = self.positives[0]
         starts = [i for i in range(len(self.part)) if self._fits(first, i)]
         starts = [i for i in starts if self._condition_failure(first, [], i) is None]

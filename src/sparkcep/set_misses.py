@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sparkcep.expressions import column_vec, evaluate
+from sparkcep.expressions import evaluate
 from sparkcep.language import ast
 from sparkcep.language.ast import bare_text
 from sparkcep.misses import (
@@ -69,16 +69,7 @@ class SetExplorer(_Explorer):
     # ---- one partition ------------------------------------------------------------------
 
     def partition(self, key: tuple, part: pd.DataFrame) -> None:
-        self.key, self.part = key, part.reset_index(drop=True)
-        self.ticks = self.part["__ticks"].to_numpy(dtype=np.int64)
-        self.order_key = (
-            list(zip(self.ticks, self.part[self.plan.tiebreak], strict=True))
-            if self.plan.tiebreak
-            else list(self.ticks)
-        )
-        types = self.part.get(self.options.type_col)
-        self.types = types.to_numpy() if types is not None else None
-        self.values = {c: column_vec(self.part[c]) for c in self.part.columns}
+        self._enter(key, part)
         self.pool = {v: self._candidates_of(v) for v in self.order}
         here: list[dict] = []
         if not self._goes_on({}):
