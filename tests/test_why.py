@@ -405,6 +405,19 @@ def test_why_a_match_took_its_events():
 # ---- MATCH_RECOGNIZE ------------------------------------------------------------------------
 
 
+def _every_row_shown(query: str, measures: str) -> str:
+    """`query` with ALL ROWS PER MATCH SHOW EMPTY MATCHES, whatever its ROWS PER MATCH,
+    and `measures` first among its MEASURES."""
+    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+                 "ALL ROWS PER MATCH"):  # fmt: skip
+        query = query.replace(rows, "@ROWS@")
+    query = query.replace("@ROWS@", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")
+    if "MEASURES" in query:
+        return query.replace("MEASURES ", f"MEASURES {measures}, ", 1)
+    return query.replace("ALL ROWS PER MATCH", f"MEASURES {measures} ALL ROWS PER MATCH", 1)
+
+
 @st.composite
 def row_pattern_cases(draw):
     """A random MATCH_RECOGNIZE query whose every row starts an attempt (SKIP TO NEXT
@@ -413,19 +426,8 @@ def row_pattern_cases(draw):
     from strategies import streams
 
     query = draw(mr_queries(allow_runtime_errors=False))
-    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
-                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
-                 "ALL ROWS PER MATCH"):  # fmt: skip
-        query = query.replace(rows, "@ROWS@")
-    query = query.replace("@ROWS@", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")
     query = query.replace("AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW")
-    if "MEASURES" in query:
-        query = query.replace("MEASURES ", "MEASURES MATCH_NUMBER() AS mno_, ", 1)
-    else:
-        query = query.replace(
-            "ALL ROWS PER MATCH", "MEASURES MATCH_NUMBER() AS mno_ ALL ROWS PER MATCH", 1
-        )
-    return draw(streams(max_events=8)), query
+    return draw(streams(max_events=8)), _every_row_shown(query, "MATCH_NUMBER() AS mno_")
 
 
 @settings(max_examples=80, deadline=None)
@@ -481,17 +483,8 @@ def row_pattern_matches(draw):
     from strategies import streams
 
     query = draw(mr_queries(allow_runtime_errors=False))
-    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
-                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
-                 "ALL ROWS PER MATCH"):  # fmt: skip
-        query = query.replace(rows, "@ROWS@")
-    query = query.replace("@ROWS@", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")
     extra = "MATCH_NUMBER() AS mno_, CLASSIFIER() AS cls_"
-    if "MEASURES" in query:
-        query = query.replace("MEASURES ", f"MEASURES {extra}, ", 1)
-    else:
-        query = query.replace("ALL ROWS PER MATCH", f"MEASURES {extra} ALL ROWS PER MATCH", 1)
-    return draw(streams(max_events=8)), query
+    return draw(streams(max_events=8)), _every_row_shown(query, extra)
 
 
 @settings(max_examples=80, deadline=None)

@@ -301,11 +301,9 @@ def run(
 def _query_options(text: str, options: Options) -> Options:
     """MATCH_RECOGNIZE: the time and tie-break come from ORDER BY (its modules are
     imported for such a query only)."""
-    if not is_match_recognize(text):
-        return options
-    from sparkcep.plan.match_recognize import query_options
+    from sparkcep.runners.local import order_by_options
 
-    return query_options(text, options)
+    return order_by_options(text, options)
 
 
 def _run_local(text, input, output, rejected_path, options, reading, status) -> Summary:
