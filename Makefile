@@ -76,6 +76,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks.imprecise_case
 	$(BIN)/python -m benchmarks.match_recognize
 	$(BIN)/python -m benchmarks.before_after
+	$(BIN)/python -m benchmarks.before_after --before 34ea600 --repeat 5
 	$(BIN)/python -m benchmarks.flinkcep
 	$(BIN)/python -m benchmarks.user_session
 	$(BIN)/python -m benchmarks.targets

@@ -32,6 +32,17 @@ from benchmarks.generators import G2_QUERY, g1, g2
 ROOT = Path(__file__).parent.parent
 RESULTS = Path(__file__).parent / "results"
 BEFORE = "bb4258d"  # the last commit before the engine interface (issue 9)
+# What a reader of a comparison must know, by the commit compared against.
+NOTES = {
+    "34ea600": (
+        "The `--local` G2 row is the one issue 26 names (0.95 s at 34ea600 on a machine of the "
+        "same kind): the bar is this ratio, both versions on this machine in one run. A-Seq's "
+        "rows differ by design: since 34ea600 a trigger that ends no new match gives no row "
+        "unless the query says `EMIT EVERY TRIGGER` (docs/aggregation.md), and float sums "
+        "are exact and printed shortest (97.44, where 34ea600 printed 97.4399999999, within "
+        "1.5e-8 of each other); the rows with a count above 0 have the same times and counts."
+    ),
+}
 STOCKS = Path(os.environ.get("SPARKCEP_DATA", ROOT.parent / "shared" / "data")) / "stocks"
 
 
@@ -45,8 +56,21 @@ def extract(commit: str, into: Path) -> Path:
     return into / "src"
 
 
+def compiled(src: Path) -> Path:
+    """`src` with its modules compiled to bytecode, as an installed package has them: a
+    process that compiles its sources at every start (PYTHONDONTWRITEBYTECODE) pays for
+    each line of code, which would weigh the version with more code."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True,
+                   env=_bytecode_env())  # fmt: skip
+    return src
+
+
+def _bytecode_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run(src: Path, args: list[str]) -> float:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**_bytecode_env(), "PYTHONPATH": str(src)}
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "sparkcep.cli", "run", *args],
@@ -107,6 +131,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         versions = {"before": extract(args.before, tmp / "before"), "after": ROOT / "src"}
+        versions = {name: compiled(src) for name, src in versions.items()}
         for label, job in jobs(tmp, args.quick):
             times: dict[str, list[float]] = {"before": [], "after": []}
             digests = {}
@@ -133,12 +158,20 @@ def write(rows, before: str, repeat: int) -> None:
         f"`python -m benchmarks.before_after` on {platform.machine()}, Python "
         f"{platform.python_version()}: whole `sparkcep run` processes (start-up included), "
         f"the code of commit `{before}` and of this checkout run alternately, median of "
-        f"{repeat}; after/before < 1 is faster. 'same rows': the outputs hold the same rows.",
+        f"{repeat}, both compiled to bytecode first (as installed); after/before < 1 is "
+        "faster. 'same rows': the outputs hold the same rows.",
         "",
         "| job | before (s) | after (s) | after / before | same rows |",
         "|---|---:|---:|---:|---|",
     ]
     lines += [f"| {j} | {b:.2f} | {a:.2f} | {r:.2f} | {s} |" for j, b, a, r, s in rows]
+    load = os.getloadavg()
+    lines += [
+        "",
+        f"Load average at the end (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}.",
+    ]
+    if before in NOTES:
+        lines += ["", NOTES[before]]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text("\n".join(lines) + "\n")
 

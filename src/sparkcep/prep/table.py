@@ -53,6 +53,28 @@ def frame_ticks(frame: pd.DataFrame, time_col: str) -> np.ndarray:
     return time_ticks(frame[time_col])
 
 
+def stack_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """`pd.concat(frames, ignore_index=True)`; frames of the same columns and numpy dtypes
+    are joined one column at a time. pandas' own join, where the frames' columns are laid
+    out in blocks differently, looks at every cell of an object column whose first cell
+    is null (`JoinUnit._is_valid_na_for`: 40% of a stream's Python time, G2)."""
+    first = frames[0] if frames else None
+    same = (
+        first is not None
+        and len(frames) > 1
+        and first.columns.is_unique
+        and all(isinstance(t, np.dtype) for t in first.dtypes)
+        and all(f.columns.equals(first.columns) and f.dtypes.equals(first.dtypes) for f in frames)
+    )
+    if not same:
+        return pd.concat(frames, ignore_index=True)
+    columns = {
+        name: np.concatenate([f.iloc[:, i].to_numpy() for f in frames])
+        for i, name in enumerate(first.columns)
+    }
+    return pd.DataFrame(columns, columns=first.columns, copy=False)
+
+
 def processing_order(frame: pd.DataFrame, by: list[str]) -> np.ndarray:
     """Stable sort positions by columns (nulls first), keeping input order for ties."""
     if not len(frame):

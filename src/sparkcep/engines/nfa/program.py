@@ -21,7 +21,7 @@ from sparkcep.engines.nfa.timeouts import timeout_rows
 from sparkcep.engines.output import QUERY, OutputColumn, merged_output, sort_rows
 from sparkcep.engines.state import state_class
 from sparkcep.plan import STRATEGIES
-from sparkcep.prep.table import build_table, frame_ticks
+from sparkcep.prep.table import build_table, frame_ticks, stack_frames
 
 NEW = "__new"  # marks the rows of the current batch in the matched frame
 
@@ -112,7 +112,7 @@ class NfaProgram(Program):
             )
         frame = events.assign(**{NEW: True})
         if state.buffer is not None and len(state.buffer):
-            frame = self.in_order(pd.concat([state.buffer.assign(**{NEW: False}), frame]))
+            frame = self.in_order(stack_frames([state.buffer.assign(**{NEW: False}), frame]))
         else:
             frame = frame.reset_index(drop=True)
         starts = None

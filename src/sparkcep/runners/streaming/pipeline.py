@@ -57,7 +57,7 @@ from sparkcep.jsonlines import json_lines
 from sparkcep.plan import Options, plan_queries
 from sparkcep.plan.intervals import require_widths
 from sparkcep.plan.model import STREAM_OPTIONS, takes_options
-from sparkcep.prep.table import MASK, TICKS
+from sparkcep.prep.table import MASK, TICKS, stack_frames
 from sparkcep.runners.spark.batch import named, output_schema, pandas_ready
 from sparkcep.runners.spark.expr import filter_column, mask_column, to_column
 from sparkcep.runners.spark.rows import (
@@ -551,7 +551,7 @@ class StreamStep:
         out: list[pd.DataFrame] = []
         new = None
         if frames:
-            new = pd.concat(frames, ignore_index=True).drop(columns=[BUCKET, WATERMARK, REASON])
+            new = stack_frames(frames).drop(columns=[BUCKET, WATERMARK, REASON])
             new = self._without_late(new, watermark, out)
         out += self._run_keys(entries, new, watermark)
         if not entries:
@@ -653,7 +653,7 @@ class StreamStep:
         frames = [f for f in frames if f is not None and len(f)]
         if not frames:
             return None, np.zeros(0, dtype=bool)
-        held = self.program.in_order(pd.concat(frames, ignore_index=True))
+        held = self.program.in_order(stack_frames(frames))
         if watermark is None:
             return held, np.zeros(len(held), dtype=bool)
         return held, held[TICKS].to_numpy() < watermark
