@@ -277,6 +277,16 @@ def test_strategies_and_missing_types_are_said():
     ]
 
 
+def test_a_type_no_event_has_is_said_once_not_under_every_key():
+    events = EVENTS.assign(node=["n1", "n1", "n2", "n1", "n2", "n2"])
+    query = "PATTERN SEQ(Start a, Stopp s) WHERE [node] WITHIN 100"
+    summary = near_misses(events, query, OPTIONS).attrs["summary"]
+    assert summary.count("no event has the type 'Stopp'") == 1
+    assert "its component never matches" in summary.splitlines()[-1]
+    present = near_misses(events, "PATTERN SEQ(Start a, CPU b) WHERE [node] WITHIN 100", OPTIONS)
+    assert "no event has the type" not in present.attrs["summary"]
+
+
 def test_a_key_and_a_time_range_narrow_what_is_looked_at():
     events = EVENTS.assign(node=["n1", "n1", "n2", "n1", "n2", "n2"])
     query = "PATTERN SEQ(Start a, Finish c) WHERE [node] WITHIN 100"

@@ -44,7 +44,7 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
     events they did (`_Explorer.explained_matches`). The frame's `attrs["summary"]` says
     what was looked at (and matches found)."""
     from sparkcep.plan.match_recognize import is_match_recognize
-    from sparkcep.runners.local import check_events
+    from sparkcep.runners.local import check_events, unknown_types
 
     if is_match_recognize(query):
         from sparkcep.row_misses import row_near_misses
@@ -97,6 +97,10 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
         return explained
     misses = explorer.result(frame, len(groups) if plan.key else 1)
     misses.attrs["summary"] += checked.rejected_note()
+    if options.type_col in checked.valid.columns:  # said once, not under every key
+        present = set(checked.valid[options.type_col].unique())
+        for note in unknown_types([plan], present):
+            misses.attrs["summary"] += f"\n{note}"
     if plot is not None:
         draw(misses, frame, plan, options, plot)
     return misses
