@@ -69,7 +69,7 @@ CASES = {
     ),
     "hospital-ses": (
         HOSPITAL_SES,
-        lambda: pd.read_csv(HOSPITAL),
+        lambda: HOSPITAL,  # the file as it is (its zero-padded case ids kept)
         None,
         ["--time", "timestamp", "--type", "activity"],
     ),
@@ -117,8 +117,10 @@ def main() -> None:
                 continue
             if name == "hospital-ses" and not HOSPITAL.exists():
                 continue
-            source = Path(tmp) / f"{name}.csv"
-            events().to_csv(source, index=False)
+            made = events()
+            source = made if isinstance(made, Path) else Path(tmp) / f"{name}.csv"
+            if not isinstance(made, Path):
+                made.to_csv(source, index=False)
             for mode, mode_args in MODES.items():
                 out = Path(tmp) / f"{name}.jsonl"
                 out.unlink(missing_ok=True)
