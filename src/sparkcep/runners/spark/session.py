@@ -92,6 +92,16 @@ def spark_session(
         # the function, the micro-batch 0.57-0.67 -> 0.53-0.60 s). Where Python has them.
         "spark.python.unix.domain.socket.enabled": str(hasattr(socket, "AF_UNIX")).lower(),
     }
+    if master is None or master.startswith("local"):
+        # Local files without Hadoop's .crc file beside each: a stream's checkpoint
+        # writes several small files a micro-batch (offsets, commits, state deltas), each
+        # twice over (G2, one 50k-event file a micro-batch, loaded machine, two pairs of
+        # runs: 38.9k -> 42.8k events/s; the offsets' and commits' writes 60 -> 42 ms).
+        # Renames stay atomic; a checkpoint written either way reads either way.
+        settings["spark.hadoop.fs.file.impl"] = "org.apache.hadoop.fs.RawLocalFileSystem"
+        settings["spark.hadoop.fs.AbstractFileSystem.file.impl"] = (
+            "org.apache.hadoop.fs.local.RawLocalFs"
+        )
     archive = archive_options() if fresh else []
     light_options, light_conf = light_driver(input_bytes)
     settings.update(worker_conf(master, archive, conf, light_options))
