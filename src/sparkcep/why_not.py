@@ -44,7 +44,7 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
     events they did (`_Explorer.explained_matches`). The frame's `attrs["summary"]` says
     what was looked at (and matches found)."""
     from sparkcep.plan.match_recognize import is_match_recognize
-    from sparkcep.runners.local import check_events, unknown_types
+    from sparkcep.runners.local import check_events
 
     if is_match_recognize(query):
         from sparkcep.row_misses import row_near_misses
@@ -96,14 +96,21 @@ def near_misses(  # noqa: PLR0913 (the options of `sparkcep why`)
         explained.attrs["summary"] += checked.rejected_note()
         return explained
     misses = explorer.result(frame, len(groups) if plan.key else 1)
-    misses.attrs["summary"] += checked.rejected_note()
-    if options.type_col in checked.valid.columns:  # said once, not under every key
-        present = set(checked.valid[options.type_col].unique())
-        for note in unknown_types([plan], present):
-            misses.attrs["summary"] += f"\n{note}"
+    misses.attrs["summary"] += checked.rejected_note() + _absent_types(checked, plan, options)
     if plot is not None:
         draw(misses, frame, plan, options, plot)
     return misses
+
+
+def _absent_types(checked, plan: Plan, options: Options) -> str:
+    """A line for each component type no event of the input has (said once, not under
+    every key), in the words of a run's warning."""
+    from sparkcep.runners.local import unknown_types
+
+    if options.type_col not in checked.valid.columns:
+        return ""
+    present = set(checked.valid[options.type_col].unique())
+    return "".join(f"\n{note}" for note in unknown_types([plan], present))
 
 
 def _explorer(plan: Plan, options: Options, near: int) -> _Explorer:
