@@ -27,6 +27,7 @@ from numba import njit
 from sparkcep.engines.episodes.tree import CBSTree
 
 STACK = 512  # search frames: at most 3 per tree level
+MEMO = 8  # the answers kept per symbol and instant
 DONE, GROW, FULL = 0, 1, 2  # why `run` returned
 
 
@@ -180,17 +181,59 @@ def build(cap, lch, rch, parent, first, last, pos, lat, smt, bits, ring_sym, cou
 @njit(cache=True, inline="always")
 def _upto(cap, root, lch, rch, first, last, pos, lat, smt, bits, e, b, stack, parts, memo, i):  # noqa: PLR0913
     """The latest instance of `e` at or before position `b` (-1: none held), shared by all
-    the rules of instant `i`: memo[e] = (instant, t, hi) says that t is the latest instance
-    of e up to any position in [t, hi] (no e after t up to hi)."""
-    if memo[e, 0] == i and memo[e, 1] <= b <= memo[e, 2]:
-        return memo[e, 1]
+    the rules of instant `i` (as `SharedAnswers` shares them in Python). memo = (t, hi,
+    at): t[e, k], hi[e, k] (k < MEMO) say that t is the latest instance of e up to any
+    position in [t, hi] (no e after t up to hi); at[e] = (the instant they are of, how
+    many are held, the next to replace). Up to MEMO such answers per symbol: rules with the
+    same symbol ask up to different positions (a vertex's bound is where its successors'
+    instances start), and one answer per symbol left two thirds of the searches to be
+    made again (10,000 dense episodes, AveW 500, 5,000 events: 2.67 million searches with
+    one answer per symbol, 0.9 million with every answer of the instant kept; the kernel's
+    time 1.38 s with one, 1.03 s with 8, 1.04 s with 16)."""
+    mt, mh, at = memo
+    if at[e, 0] != i:
+        at[e, 0], at[e, 1], at[e, 2] = i, 0, 0
+    n = at[e, 1]
+    for k in range(n):
+        if mt[e, k] <= b <= mh[e, k]:
+            return mt[e, k]
     t = find(cap, root, lch, rch, first, last, pos, lat, smt, bits, e, 0, b, stack, parts)
-    if memo[e, 0] == i and memo[e, 1] == t:
-        if b > memo[e, 2]:
-            memo[e, 2] = b
-    else:
-        memo[e, 0], memo[e, 1], memo[e, 2] = i, t, b
+    for k in range(n):
+        if mt[e, k] == t:  # b is after hi: the interval grows
+            mh[e, k] = b
+            return t
+    k = at[e, 2]
+    mt[e, k], mh[e, k] = t, b
+    at[e, 2] = (k + 1) % MEMO
+    if n < MEMO:
+        at[e, 1] = n + 1
     return t
+
+
+@njit(cache=True, inline="always")
+def _after(ring_tick, cap, q, count, bound):
+    """The first position from q on (up to count) whose tick is after `bound` (the ring's
+    ticks only grow): by steps doubling from q, then halving. A window's bound moves by
+    as many positions as instants passed since its predicates were last triggered: one
+    on dense streams, hundreds on sparse ones (where a step at a time was a fifth of the
+    kernel's time)."""
+    if q >= count or ring_tick[q % cap] > bound:
+        return q
+    lo, step = q, 1  # ring_tick[lo] <= bound
+    hi = lo + step
+    while hi < count and ring_tick[hi % cap] <= bound:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > count:
+        hi = count
+    while hi - lo > 1:  # ring_tick[lo] <= bound; hi == count or ring_tick[hi] > bound
+        mid = (lo + hi) // 2
+        if ring_tick[mid % cap] <= bound:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 @njit(cache=True)
@@ -221,7 +264,12 @@ def run(  # noqa: PLR0913, PLR0915, C901
     rejected = np.zeros(max_v, np.bool_)
     stack = np.empty((STACK, 3), np.int64)
     parts = np.empty((4, 3), np.int64)
-    memo = np.full((len(sink_off) - 1, 3), -1, np.int64)
+    n_sym = len(sink_off) - 1
+    memo = (
+        np.empty((n_sym, MEMO), np.int64),
+        np.empty((n_sym, MEMO), np.int64),
+        np.full((n_sym, 3), -1, np.int64),
+    )
     found = 0
     while i < n:
         j = i + 1
@@ -264,11 +312,8 @@ def run(  # noqa: PLR0913, PLR0915, C901
             w = p_win[p]
             if low_at[w] != i:  # lt = Segment.lower(tick − ω): only ever moves forward
                 low_at[w] = i
-                q = max(low[w], count - cap, 0)
-                bound = tick - windows[w]
-                while q < count and ring_tick[q % cap] <= bound:
-                    q += 1
-                low[w] = q
+                low[w] = _after(ring_tick, cap, max(low[w], count - cap, 0), count,
+                                tick - windows[w])  # fmt: skip
             lt = low[w]
             base = v_off[p]
             nv = v_off[p + 1] - base
