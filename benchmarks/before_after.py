@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.generators import G2_QUERY, g1, g2
+from benchmarks.spark_floor import _env
 
 ROOT = Path(__file__).parent.parent
 RESULTS = Path(__file__).parent / "results"
@@ -61,16 +62,12 @@ def compiled(src: Path) -> Path:
     process that compiles its sources at every start (PYTHONDONTWRITEBYTECODE) pays for
     each line of code, which would weigh the version with more code."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True,
-                   env=_bytecode_env())  # fmt: skip
+                   env=_env())  # fmt: skip
     return src
 
 
-def _bytecode_env() -> dict:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
 def run(src: Path, args: list[str]) -> float:
-    env = {**_bytecode_env(), "PYTHONPATH": str(src)}
+    env = _env(str(src))
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "sparkcep.cli", "run", *args],
