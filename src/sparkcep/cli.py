@@ -319,7 +319,8 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
     if output is not None:
         status.update("writing " + output)
         write_pandas(result.matches, output)
-    _write_rejected_pandas(result.rejected, rejected_path)
+    rejected = _rejected_as_read(result, input, reading)
+    _write_rejected_pandas(rejected, rejected_path)
     rows = result.row_count
     everything = len(result.rejected) >= result.events_read
     return Summary(
@@ -334,6 +335,24 @@ def _run_local(text, input, output, rejected_path, options, reading, status) -> 
         warnings=result.warnings,
         capped=options.max_matches is not None and rows >= options.max_matches,
     )
+
+
+def _rejected_as_read(result, input, reading):
+    """A CSV input's rejected rows as the file holds them (text) and its malformed-row
+    column, as a Spark run writes them (docs/input.md)."""
+    from sparkcep.files import InputSource, read_pandas, rows_as_read
+    from sparkcep.inputs import REASON, ROW
+
+    rejected = result.rejected
+    source = InputSource.of(input, **reading)
+    if source.fmt != "csv" or not len(rejected):
+        return rejected
+    text = read_pandas(source, text=True)  # again: only when a row was rejected
+    out = rows_as_read(text, result.rejected_at, source)
+    out[REASON] = rejected[REASON].to_numpy()
+    if ROW in rejected:
+        out[ROW] = rejected[ROW].to_numpy()
+    return out
 
 
 def _partitions_local(result) -> str:

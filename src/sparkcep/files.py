@@ -412,6 +412,40 @@ def _read_jsonl(path: str) -> pd.DataFrame:
     return _not_utf8_rows(_with_malformed(frame, malformed), data)
 
 
+def malformed_cells(
+    rows: pd.DataFrame, columns: list[str], sep: str, null_values=()
+) -> pd.DataFrame:
+    """A malformed CSV row's cells as Spark's reader fills them from the row's text: its
+    first fields, in order, as many as there are columns (none past its end); the null
+    tokens null. They are not values read: only the rejected rows show them, the same
+    in every runner (docs/input.md)."""
+    tokens = {*NULL_TOKENS, *(v.strip(" ") for v in null_values)}
+
+    bad = rows[CORRUPT].notna().to_numpy()
+    if not bad.any():
+        return rows
+    rows = rows.copy()
+    for at in np.flatnonzero(bad):
+        fields = next(csv.reader([rows[CORRUPT].iloc[at]], delimiter=sep), [])
+        for i, col in enumerate(columns):
+            cell = fields[i] if i < len(fields) else None
+            null = cell is None or cell.strip(" ") in tokens
+            rows.iloc[at, rows.columns.get_loc(col)] = None if null else cell
+    return rows
+
+
+def rows_as_read(text: pd.DataFrame, at, source: InputSource) -> pd.DataFrame:
+    """Rows `at` (0-based row numbers) of a CSV input read as text (`read_pandas(...,
+    text=True)`) as a rejected output shows them, in every runner: each column's text,
+    and the malformed row's text in CORRUPT (its cells its first fields)."""
+    columns = [c for c in text.columns if c not in (CORRUPT, READ_REASON)]
+    rows = text.iloc[np.asarray(at, dtype=np.int64)]
+    if CORRUPT not in rows:
+        rows = rows.assign(**{CORRUPT: None})
+    rows = malformed_cells(rows, columns, source.sep, source.null_values)
+    return rows[[*columns, CORRUPT]].reset_index(drop=True)
+
+
 def _with_malformed(frame: pd.DataFrame, malformed: dict[int, str]) -> pd.DataFrame:
     """The rows read, and each malformed row at its place (its text in CORRUPT)."""
     if not malformed:

@@ -48,6 +48,7 @@ class RunResult:
     stats: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the user should know of the run
     counted: int | None = None  # the number of rows, when only counted (count_only)
+    rejected_at: np.ndarray | None = None  # the rejected rows' 0-based numbers in the input
 
     @property
     def plan(self) -> Plan:
@@ -101,6 +102,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
         warnings_ += unknown_types(plans, set(valid[options.type_col].unique()))
     rejected = rejected.drop(columns=[ORDER_COL], errors="ignore")  # not the user's
     warnings_ += time_warnings(options, [valid, checked.later])
+    at = rejected[ROW].to_numpy(np.int64)
     # Without an id column, a rejected row keeps its row number (ROW), as through Spark.
     if options.id_col is not None:
         rejected = rejected.drop(columns=[ROW])
@@ -109,6 +111,7 @@ def execute_local(events, queries, options: Options, *, count_only: bool = False
     result = RunResult(plans, rows, rejected, len(frame), programs)
     result.warnings = warnings_
     result.counted = counted
+    result.rejected_at = at
     return result
 
 

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from sparkcep.errors import DataError
-from sparkcep.files import InputSource, read_pandas
-from sparkcep.inputs import CORRUPT, NULL_TOKENS, READ_REASON, REASON, ROW
+from sparkcep.files import InputSource, malformed_cells, read_pandas, rows_as_read
+from sparkcep.inputs import CORRUPT, READ_REASON, REASON, ROW
 from sparkcep.plan import Options
 from sparkcep.plan.columns import named_columns
 from sparkcep.runners.local import CheckedEvents, check_events, type_column
@@ -89,23 +89,23 @@ class DriverChecked:
     events_read: int
     types: set | None  # the event types that occur (None: no type column)
     limit: int  # the size under which inputs are checked in the driver
-    sep: str = ","
+    source: InputSource  # the input (its separator, null tokens)
+    text: pd.DataFrame  # its rows as text, for the rejected rows (a small input)
     caught: list[str] = field(default_factory=list)  # warnings raised while checking
-    null_values: tuple[str, ...] = ()  # the user's null tokens (--null-value)
 
     @property
     def rejected(self) -> pd.DataFrame:
-        """The rejected rows as the Spark path gives them: those of the first check, then
-        those of the queries' own checks; the input's columns, the malformed row's
-        text, the reason, and the row number when ids are row numbers."""
+        """The rejected rows as the Spark path gives them, in row order: the input's
+        columns as text, the malformed row's text, the reason, and the row number when
+        ids are row numbers."""
         parts = [r for r in (self.events.rejected, self.events.later) if len(r)]
         rows = pd.concat(parts) if parts else self.events.rejected
-        rows = rows.drop(columns=[READ_REASON], errors="ignore")
-        if CORRUPT not in rows.columns:
-            rows = rows.assign(**{CORRUPT: None})
-        rows = _malformed_cells(rows, self.columns, self.sep, self.null_values)
-        tail = [REASON] if self.id_col else [REASON, ROW]
-        return rows[[*self.columns, CORRUPT, *tail]].reset_index(drop=True)
+        rows = rows.sort_values(ROW, kind="stable")  # in row order, as a local run's
+        out = rows_as_read(self.text, rows[ROW].to_numpy(), self.source)
+        out[REASON] = rows[REASON].to_numpy()
+        if not self.id_col:
+            out[ROW] = rows[ROW].to_numpy()
+        return out
 
 
 def check_in_driver(source: InputSource, queries, options: Options) -> DriverChecked | None:
@@ -137,37 +137,15 @@ def _checked(source: InputSource, queries, options: Options, limit: int) -> Driv
     read = named_columns(queries, columns, options)
     typed = {c for c in columns if read is None or c in read} - {options.time_col, type_col}
     events = check_events(frame, queries, options, typed=typed)
-    sep, nulls = source.sep, source.null_values
     types = None
     if type_col is not None:  # of every row, as Spark counts them (a malformed row's too)
-        filled = _malformed_cells(frame, columns, sep, nulls) if CORRUPT in frame else frame
+        filled = (
+            malformed_cells(frame, columns, source.sep, source.null_values)
+            if CORRUPT in frame
+            else frame
+        )
         types = {str(t) for t in filled[type_col].dropna().unique()}
-    return DriverChecked(
-        events, columns, options.id_col, len(frame), types, limit, sep=sep, null_values=nulls
-    )
-
-
-def _malformed_cells(
-    rows: pd.DataFrame, columns: list[str], sep: str, null_values=()
-) -> pd.DataFrame:
-    """A malformed row's cells as Spark's reader fills them from the row's text: its
-    first fields, in order, as many as there are columns (none past its end); the null
-    tokens null. They are not values read: only the rejected rows show them."""
-    import csv
-
-    tokens = {*NULL_TOKENS, *(v.strip(" ") for v in null_values)}
-
-    bad = rows[CORRUPT].notna().to_numpy()
-    if not bad.any():
-        return rows
-    rows = rows.copy()
-    for at in np.flatnonzero(bad):
-        fields = next(csv.reader([rows[CORRUPT].iloc[at]], delimiter=sep), [])
-        for i, col in enumerate(columns):
-            cell = fields[i] if i < len(fields) else None
-            null = cell is None or cell.strip(" ") in tokens
-            rows.iloc[at, rows.columns.get_loc(col)] = None if null else cell
-    return rows
+    return DriverChecked(events, columns, options.id_col, len(frame), types, limit, source, frame)
 
 
 def valid_frame(checked: DriverChecked, time_col: str) -> tuple[pd.DataFrame, dict]:
