@@ -184,31 +184,42 @@ def test_missing_and_duplicate_ids(spark, capsys, tmp_path, mode):
     assert sorted((r["a"], r["b"]) for r in jsonl(out)) == [(7, 7), (7, 8)]
 
 
-@pytest.mark.parametrize("mode", CHECK_MODES)
+AS_READ = (  # a CSV file of rows rejected for four reasons, and v a column of numbers
+    "id,k,ts,type,v\n1,007,1,A,5\n,007,2,B,1.50\n3,007,3,C,x\n4,007,4,C,2,9\n"
+    + "".join(f"{i},007,{i},C,{i}\n" for i in range(5, 21))
+)
+AS_READ_QUERY = "PATTERN SEQ(A a, C c) WHERE [k] AND c.v > 1 WITHIN 10"
+AS_READ_CELLS = ["id", "k", "ts", "type", "v", "__corrupt_record", "reason"]
+AS_READ_ROWS = [  # in row order (the time's)
+    [None, "007", "2", "B", "1.50", None, "id is missing"],
+    ["3", "007", "3", "C", "x", None, "v: 'x' is not a number"],
+    ["4", "007", "4", "C", "2", "4,007,4,C,2,9", "malformed row"],
+]
+
+
+@pytest.mark.parametrize("mode", [*CHECK_MODES, "stream"])
 def test_rejected_rows_are_written_as_the_file_holds_them(spark, capsys, tmp_path, mode):
     """Every runner writes a rejected CSV row's cells as text, as read ('1.50', '007',
     the word in a column of numbers), and a malformed row's first fields beside its
-    text (a local run wrote typed values and left a malformed row's cells empty)."""
-    path = tmp_path / "e.csv"
-    numbers = "".join(f"{i},007,{i},C,{i}\n" for i in range(5, 21))  # v: a column of numbers
-    path.write_text(
-        "id,k,ts,type,v\n1,007,1,A,5\n,007,2,B,1.50\n3,007,3,C,x\n4,007,4,C,2,9\n" + numbers
-    )
-    out = tmp_path / "m.jsonl"
-    query = "PATTERN SEQ(A a, C c) WHERE [k] AND c.v > 1 WITHIN 10"
-    code, _, err = run_mode(capsys, mode, path, out, "--id", "id", query=query)
+    text (local and streaming runs wrote typed values and left a malformed row's cells
+    empty; a stream wrote the word as null)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "e.csv").write_text(AS_READ)
+    if mode == "stream":
+        code, _, err = stream(capsys, folder, tmp_path, query=AS_READ_QUERY)
+        written = [r for f in (tmp_path / "out" / "rejected").glob("*.jsonl") for r in jsonl(f)]
+    else:
+        out = tmp_path / "m.jsonl"
+        code, _, err = run_mode(capsys, mode, folder, out, "--id", "id", query=AS_READ_QUERY)
+        written = jsonl(tmp_path / "m.rejected.jsonl")
     assert code == 0, err
-    cells = ["id", "k", "ts", "type", "v", "__corrupt_record", "reason"]
-    expected = [
-        [None, "007", "2", "B", "1.50", None, "id is missing"],
-        ["3", "007", "3", "C", "x", None, "v: 'x' is not a number"],
-        ["4", "007", "4", "C", "2", "4,007,4,C,2,9", "malformed row"],
-    ]
-    written = jsonl(tmp_path / "m.rejected.jsonl")
-    assert all(list(r) == cells for r in written)
-    rows = [[r[c] for c in cells] for r in written]
-    # in row order locally and when checked in the driver; Spark's pass sets no order
-    assert (sorted(rows, key=lambda r: r[2]) if mode == "spark-full" else rows) == expected
+    assert all(list(r) == AS_READ_CELLS for r in written)
+    rows = [[r[c] for c in AS_READ_CELLS] for r in written]
+    # in row order locally and when checked in the driver; Spark's pass and a stream
+    # set their own
+    in_order = mode in ("local", "spark")
+    assert (rows if in_order else sorted(rows, key=lambda r: r[2])) == AS_READ_ROWS
 
 
 # covered through Spark by: test_driver_check::test_checks_give_the_same_both_ways[every_reason]
@@ -457,8 +468,9 @@ STREAM_CASES = {
 # case: (rows after the header, reasons of the rejected rows, ids of the rejected rows)
 STREAMED_CSV = b"id,ts,type,v\n"  # the header of each CSV case
 STREAMED_REJECTED = {
-    "extra_field.csv": (b"0,1,A,x\n1,2,B,x,9\n2,3,B,x\n", ["malformed row"], [None]),
-    "short_row.csv": (b"10,1,A,x\n11,2\n12,3,B,x\n", ["malformed row"], [None]),
+    # (a malformed row shows its first fields, its id among them, as in a batch run)
+    "extra_field.csv": (b"0,1,A,x\n1,2,B,x,9\n2,3,B,x\n", ["malformed row"], [1]),
+    "short_row.csv": (b"10,1,A,x\n11,2\n12,3,B,x\n", ["malformed row"], [11]),
     "null_id.csv": (b"20,1,A,x\n,2,B,x\n22,3,B,x\n", ["id is missing"], [None]),
     "not_utf8.csv": (b"30,1,A,x\n31,2,B,caf\xe9\n32,3,B,y\n", ["not UTF-8 text"], [31]),
     "bom.csv": (b"40,1,A,x\n41,2,B,x\n", [], []),  # the header after a byte order mark
@@ -478,9 +490,9 @@ STREAMED_REJECTED = {
 }
 
 
-def stream(capsys, folder: Path, tmp_path: Path, checkpoint: Path | None = None):
+def stream(capsys, folder: Path, tmp_path: Path, checkpoint: Path | None = None, query=QUERY):
     return sparkcep(
-        capsys, "stream", QUERY, "-i", folder, "-o", tmp_path / "out",
+        capsys, "stream", query, "-i", folder, "-o", tmp_path / "out",
         "--checkpoint", checkpoint or tmp_path / "ck", "--id", "id", "--lateness", "100",
     )  # fmt: skip
 

@@ -37,14 +37,14 @@ def test_csv_columns_hold_the_rows_the_row_reader_reads(tmp_path, case, gz):
 
 def test_csv_columns_by_hand(tmp_path):
     """Blank cells are None, a word such as ' NA ' is a value (docs/input.md); a row of
-    another field count is None in every column and its text in CORRUPT, in its place
-    among the others."""
+    another field count holds its first fields (as many as there are columns, the blank
+    ones None) and its text in CORRUPT, in its place among the others."""
     path = tmp_path / "e.csv"
     path.write_bytes(CSV_CASES["malformed"])
     assert _csv_columns(str(path), ",", None, ["id", "ts", "type"]) == {
-        "id": ["0", None, None, "2", "3", None],
-        "ts": ["1", None, None, " NA ", None, None],
-        "type": ["A", None, None, "B", None, None],
+        "id": ["0", "1", None, "2", "3", "4"],
+        "ts": ["1", "2", None, " NA ", None, "5"],
+        "type": ["A", "B", None, "B", None, None],
         CORRUPT: [None, "1,2,B,9", "", None, None, "4,5"],
     }
 

@@ -89,7 +89,7 @@ def _decide_types(files: list[str], fmt: str, sep: str, header, null_values=()) 
         if fmt == "json":
             keys = (k for r in batch for k in r if k != CORRUPT)
             columns = list(dict.fromkeys([*columns, *keys]))
-        rows += batch
+        rows += [r for r in batch if CORRUPT not in r]  # a malformed row's cells: no values
         if len(rows) >= SAMPLE_ROWS:
             break
     if not columns:

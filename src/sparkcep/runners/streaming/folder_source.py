@@ -234,7 +234,7 @@ def _blank_as_null(column):
 
 
 def _csv_columns(path: str, sep: str, header: list[str] | None, expected: list[str]) -> dict:
-    """A CSV file's cells column by column (the rows `_text_rows` reads, without a dict
+    """A CSV file's cells column by column (the rows `text_rows` reads, without a dict
     per row), CORRUPT holding the text of each malformed row.
 
     The garbage collector waits meanwhile: the file's rows, a list of cells each, hold no
@@ -255,13 +255,16 @@ def _csv_cells(path: str, sep: str, header: list[str] | None, expected: list[str
         rows = list(reader)
     width = len(header)
     corrupt = [None if len(values) == width else sep.join(values) for values in rows]
-    if any(text is not None for text in corrupt):
-        blank = [None] * width
-        rows = [values if len(values) == width else blank for values in rows]
+    if any(text is not None for text in corrupt):  # its first fields, as in `text_rows`
+        rows = [values if len(values) == width else _first(values, width) for values in rows]
     cells = list(zip(*rows)) if rows else [()] * width
     data = {name: _column_cells(column) for name, column in zip(header, cells)}
     data[CORRUPT] = corrupt
     return data
+
+
+def _first(values: list[str], width: int) -> list[str | None]:
+    return values[:width] + [None] * (width - len(values))
 
 
 def _csv_header(path: str, header: list[str], expected: list[str] | None) -> list[str]:
@@ -290,10 +293,12 @@ def text_rows(
         if fmt == "csv":
             reader = csv.reader(f, delimiter=sep)
             header = _csv_header(path, header or next(reader, []), expected)
+            # a malformed row: its first fields as cells (as Spark's reader fills them),
+            # shown only where it is written as rejected
             return [
                 dict(zip(header, _cells(values)))
                 if len(values) == len(header)
-                else {CORRUPT: sep.join(values)}
+                else {**dict(zip(header, _cells(values))), CORRUPT: sep.join(values)}
                 for values in reader
             ]
         out = []

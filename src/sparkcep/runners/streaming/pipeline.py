@@ -88,6 +88,7 @@ KEY = "__key"
 KIND = "kind"  # match | late | rejected | pending
 PENDING = "__pending"  # kind pending: events of the key held until the watermark passes
 EVENT = "__e_"  # prefix of the input columns of late and rejected rows
+TEXT = "__t_"  # prefix of a typed column's cell as read, of a CSV stream's rejected rows
 STATE = T.StructType([T.StructField("blob", T.BinaryType())])
 BUCKET = "__bucket"  # the group a key's events go to: a hash of the key
 REJECTED_BUCKET = -1  # the group of rejected rows
@@ -192,8 +193,17 @@ class Stream:
         return [c.name for c in self.program.output]
 
     def _events(self, kind: str) -> DataFrame:
-        cols = [F.col(f"`{EVENT}{c}`").alias(c) for c in self.input_columns]
+        cols = [
+            F.col(f"`{event_column(kind, c, self.step.text)}`").alias(c) for c in self.input_columns
+        ]
         return self.rows.filter(F.col(KIND) == kind).select(*cols, F.col(REASON))
+
+
+def event_column(kind: str, column: str, text: list[str]) -> str:
+    """The rows' column holding an input column of late or rejected events: its typed
+    value, or for a rejected row of a CSV stream the cell as read (`text`, as a batch
+    run writes it: docs/input.md)."""
+    return (TEXT if kind == "rejected" and column in text else EVENT) + column
 
 
 @takes_options(*STREAM_OPTIONS, required=("id_col",))
@@ -310,6 +320,7 @@ class StreamSource:
 
     df: DataFrame
     types: dict[str, str]
+    fmt: str | None = None  # the files' format
 
 
 @dataclass
@@ -323,6 +334,7 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     """The stream ready for the stateful step: checked, tagged, filtered, keyed."""
     sdf = source.df if isinstance(source, StreamSource) else source
     types = source.types if isinstance(source, StreamSource) else {}
+    csv = isinstance(source, StreamSource) and source.fmt == "csv"
     input_schema = sdf.schema
     type_col = _check_columns(list(sdf.columns), queries, options)
     prepared = _typed(sdf, types, options.time_col)
@@ -338,7 +350,9 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     if len(programs) > 1:
         raise SparkcepError("queries streamed together must partition the stream alike")
     program = programs[0]
-    sdf = _tagged(prepared, program, type_col, nanos, delay)
+    # A CSV stream's rejected rows keep their typed columns' cells as read
+    text = [c for c in prepared.raw if c != CORRUPT] if csv else []
+    sdf = _tagged(prepared, program, type_col, nanos, delay, text)
     out_fields = output_schema(program, sdf.schema).fields
     typed_fields = prepared.sdf.schema
     event_fields = [
@@ -346,13 +360,14 @@ def prepare_stream(source, queries, options: Options, lateness: str):
     ]
     rows_schema = T.StructType(
         [T.StructField(KIND, T.StringType()), *out_fields, *event_fields,
+         *[T.StructField(TEXT + name, T.StringType()) for name in text],
          T.StructField(REASON, T.StringType()), T.StructField(KEY, T.StringType()),
          T.StructField(PENDING, T.LongType())]
     )  # fmt: skip
     sdf, frame_names = pandas_ready(sdf)
     step = StreamStep(
         program, nanos, list(input_schema.names), prepared.raw, rows_schema.fieldNames(),
-        frame_names,
+        frame_names, text,
     )  # fmt: skip
     return sdf, step, rows_schema
 
@@ -471,8 +486,11 @@ def _unreadable(sdf: DataFrame) -> tuple[Column, Column]:
     return corrupt, not_utf8
 
 
-def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: int) -> DataFrame:
-    """Reasons, ticks, component mask, watermark, filter and partition key."""
+def _tagged(
+    prepared: _Prepared, program: Program, type_col, nanos: int, delay: int, text: list[str]
+) -> DataFrame:
+    """Reasons, ticks, component mask, watermark, filter and partition key; the cells as
+    read of the `text` columns kept for the rejected rows."""
     time = F.col(f"`{program.options.time_col}`")
     ticks = F.unix_micros(time) if prepared.time_kind == "timestamp" else time.cast("long")
     mask = mask_column(program.signatures, type_col)
@@ -484,8 +502,11 @@ def _tagged(prepared: _Prepared, program: Program, type_col, nanos: int, delay: 
     sdf = prepared.sdf.withColumn(FIRST, first).withColumn(REASON, reason)
     first_checks = F.col(FIRST).isNull()
     sdf = sdf.observe(CHECKED, *_observed(prepared.time_kind, ticks, type_col, first_checks))
-    # The cells as read serve the reasons only: the shuffle and the state go without them.
-    sdf = sdf.drop(*prepared.raw.values(), FIRST)
+    # The cells as read serve the reasons and the rejected rows only: the valid events'
+    # go neither through the shuffle nor into the state.
+    sdf = sdf.drop(*[r for c, r in prepared.raw.items() if c not in text], FIRST)
+    rejected = F.col(REASON).isNotNull()
+    sdf = sdf.withColumns({prepared.raw[c]: F.when(rejected, F.col(prepared.raw[c])) for c in text})
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
@@ -528,7 +549,8 @@ class StreamStep:
     and encoded again; the others' bytes are kept as they are."""
 
     def __init__(
-        self, program: Program, nanos_per_tick: int, input_columns, raw, names, frame_names=None
+        self, program: Program, nanos_per_tick: int, input_columns, raw, names, frame_names=None,
+        text=(),
     ):  # fmt: skip
         self.timestamps = program.plans[0].time_kind == "timestamp"
         self.program = program
@@ -537,6 +559,7 @@ class StreamStep:
         self.raw = dict(raw)  # column -> the column holding its cell as read
         self.names = list(names)
         self.frame_names = frame_names  # the input frames' column names (`pandas_ready`)
+        self.text = list(text)  # the columns whose cells as read a rejected row shows
 
     def __call__(self, key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         frames = [named(b, self.frame_names) if self.frame_names else b for b in batches if len(b)]
@@ -551,7 +574,8 @@ class StreamStep:
         out: list[pd.DataFrame] = []
         new = None
         if frames:
-            new = stack_frames(frames).drop(columns=[BUCKET, WATERMARK, REASON])
+            kept_text = [self.raw[c] for c in self.text]
+            new = stack_frames(frames).drop(columns=[BUCKET, WATERMARK, REASON, *kept_text])
             new = self._without_late(new, watermark, out)
         out += self._run_keys(entries, new, watermark)
         if not entries:
@@ -690,6 +714,8 @@ class StreamStep:
 
     def _events(self, kind: str, frame: pd.DataFrame) -> pd.DataFrame:
         cols = {EVENT + c: frame[c] for c in self.input_columns}
+        if kind == "rejected":
+            cols.update({TEXT + c: frame[self.raw[c]] for c in self.text})
         shaped = pd.DataFrame(cols)
         shaped[REASON] = frame[REASON].to_numpy()
         shaped[KIND] = kind
@@ -756,13 +782,16 @@ class BatchWriter:
         if fmt not in self.FORMATS:
             raise SparkcepError(f"unknown output format '{fmt}' (one of {', '.join(self.FORMATS)})")
         self.folders = {"match": output, "late": late, "rejected": rejected}
-        events = [f"{EVENT}{c}" for c in result.input_columns]
+
+        def events(kind):
+            return [event_column(kind, c, result.step.text) for c in result.input_columns]
+
         self.columns = {
             "match": result.output_columns,
-            "late": [*events, REASON],
-            "rejected": [*events, REASON],
+            "late": [*events("late"), REASON],
+            "rejected": [*events("rejected"), REASON],
         }
-        self.names = {f"{EVENT}{c}": c for c in result.input_columns}
+        self.names = {f"{prefix}{c}": c for c in result.input_columns for prefix in (EVENT, TEXT)}
         self.order = result.program.order
         self.format = fmt
         self.totals = {"match": 0, "late": 0, "rejected": 0, "batches": 0}
@@ -904,7 +933,7 @@ def read_stream(spark, path: str, *, sep: str = ",", columns: list[str] | None =
         spark, path, fmt, sep=sep, columns=columns, max_files=max_files, checkpoint=checkpoint,
         null_values=null_values,
     )  # fmt: skip
-    return StreamSource(df, types)
+    return StreamSource(df, types, fmt)
 
 
 def start(result: Stream, *, output: str, late: str, rejected: str, checkpoint: str,
