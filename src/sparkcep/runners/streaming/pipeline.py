@@ -505,8 +505,11 @@ def _tagged(
     # The cells as read serve the reasons and the rejected rows only: the valid events'
     # go neither through the shuffle nor into the state.
     sdf = sdf.drop(*[r for c, r in prepared.raw.items() if c not in text], FIRST)
-    rejected = F.col(REASON).isNotNull()
-    sdf = sdf.withColumns({prepared.raw[c]: F.when(rejected, F.col(prepared.raw[c])) for c in text})
+    if text:  # (Spark Connect refuses withColumns of nothing)
+        rejected = F.col(REASON).isNotNull()
+        sdf = sdf.withColumns(
+            {prepared.raw[c]: F.when(rejected, F.col(prepared.raw[c])) for c in text}
+        )
     sdf = sdf.withColumn(TICKS, ticks).withColumn(MASK, mask)
     # Event time in microseconds, for Spark's watermark (integer arithmetic: exact).
     if nanos >= 1000:
