@@ -185,7 +185,7 @@ def test_missing_and_duplicate_ids(spark, capsys, tmp_path, mode):
 
 
 AS_READ = (  # a CSV file of rows rejected for four reasons, and v a column of numbers
-    "id,k,ts,type,v\n1,007,1,A,5\n,007,2,B,1.50\n3,007,3,C,x\n4,007,4,C,2,9\n"
+    'id,k,ts,type,v\n1,007,1,A,5\n,007,2,B,1.50\n3,007,3,C,x\n4,007,4,"C",2,9\n'
     + "".join(f"{i},007,{i},C,{i}\n" for i in range(5, 21))
 )
 AS_READ_QUERY = "PATTERN SEQ(A a, C c) WHERE [k] AND c.v > 1 WITHIN 10"
@@ -193,7 +193,7 @@ AS_READ_CELLS = ["id", "k", "ts", "type", "v", "__corrupt_record", "reason"]
 AS_READ_ROWS = [  # in row order (the time's)
     [None, "007", "2", "B", "1.50", None, "id is missing"],
     ["3", "007", "3", "C", "x", None, "v: 'x' is not a number"],
-    ["4", "007", "4", "C", "2", "4,007,4,C,2,9", "malformed row"],
+    ["4", "007", "4", "C", "2", '4,007,4,"C",2,9', "malformed row"],  # its text as held
 ]
 
 

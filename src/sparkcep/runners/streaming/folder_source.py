@@ -251,11 +251,14 @@ def _csv_columns(path: str, sep: str, header: list[str] | None, expected: list[s
 def _csv_cells(path: str, sep: str, header: list[str] | None, expected: list[str]) -> dict:
     with reading(path), _text_file(path) as f:
         reader = csv.reader(f, delimiter=sep)
+        named = header is not None
         header = _csv_header(path, header or next(reader, []), expected)
         rows = list(reader)
     width = len(header)
-    corrupt = [None if len(values) == width else sep.join(values) for values in rows]
-    if any(text is not None for text in corrupt):  # its first fields, as in `text_rows`
+    corrupt = [None] * len(rows)
+    if any(len(values) != width for values in rows):  # as in `text_rows`
+        texts = _row_texts(path, sep, has_header=not named)
+        corrupt = [None if len(v) == width else texts[i] for i, v in enumerate(rows)]
         rows = [values if len(values) == width else _first(values, width) for values in rows]
     cells = list(zip(*rows)) if rows else [()] * width
     data = {name: _column_cells(column) for name, column in zip(header, cells)}
@@ -265,6 +268,40 @@ def _csv_cells(path: str, sep: str, header: list[str] | None, expected: list[str
 
 def _first(values: list[str], width: int) -> list[str | None]:
     return values[:width] + [None] * (width - len(values))
+
+
+class _Taken:
+    """The lines a csv reader takes from a file, until a row's text is asked for."""
+
+    def __init__(self, lines):
+        self.lines, self.taken = iter(lines), []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.taken.append(line)
+        return line
+
+    def row(self) -> str:
+        text, self.taken = "".join(self.taken).rstrip("\r\n"), []
+        return text
+
+
+def _row_texts(path: str, sep: str, has_header: bool) -> list[str]:
+    """Each row's text as the file holds it (quotes and all), as a batch run keeps a
+    malformed row's: read again, only for a file that has one."""
+    with reading(path), _text_file(path) as f:
+        taken = _Taken(f)
+        reader = csv.reader(taken, delimiter=sep)
+        if has_header:
+            next(reader, None)
+            taken.row()
+        texts = []
+        for _ in reader:
+            texts.append(taken.row())
+    return texts
 
 
 def _csv_header(path: str, header: list[str], expected: list[str] | None) -> list[str]:
@@ -292,14 +329,19 @@ def text_rows(
     with reading(path), _text_file(path) as f:
         if fmt == "csv":
             reader = csv.reader(f, delimiter=sep)
+            named = header is not None
             header = _csv_header(path, header or next(reader, []), expected)
+            rows = list(reader)
+            width = len(header)
+            odd = any(len(values) != width for values in rows)
+            texts = _row_texts(path, sep, has_header=not named) if odd else []
             # a malformed row: its first fields as cells (as Spark's reader fills them),
-            # shown only where it is written as rejected
+            # shown only where it is written as rejected, and its text
             return [
                 dict(zip(header, _cells(values)))
-                if len(values) == len(header)
-                else {**dict(zip(header, _cells(values))), CORRUPT: sep.join(values)}
-                for values in reader
+                if len(values) == width
+                else {**dict(zip(header, _cells(values))), CORRUPT: texts[i]}
+                for i, values in enumerate(rows)
             ]
         out = []
         for line in f:
