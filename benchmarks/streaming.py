@@ -44,12 +44,19 @@ LOAD = [0.0]  # the load average when the run started
 PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
-def write_files(folder: Path, parts: int = 20) -> int:
-    frame = g2()
+def write_files(folder: Path, parts: int = 20, repeats: int = 1) -> int:
+    """G2 in `parts` files, `repeats` times over (each time later by G2's span and a
+    minute, new ids: no match spans two, each has G2's matches), and the heartbeat."""
+    one = g2()
+    span = int(one["ts"].iloc[-1] - one["ts"].iloc[0]) + 60_000
+    frame = pd.concat(
+        [one.assign(ts=one["ts"] + r * span) for r in range(repeats)], ignore_index=True
+    )
     frame.insert(0, "id", np.arange(len(frame)))
     folder.mkdir(parents=True)
-    for i, rows in enumerate(np.array_split(np.arange(len(frame)), parts)):
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), parts * repeats)):
         frame.iloc[rows].to_csv(folder / f"part-{i:03d}.csv", index=False)
+    parts *= repeats
     beat = frame.iloc[[-1]].assign(id=len(frame), type="END", k=-1)
     beat["ts"] = int(frame["ts"].iloc[-1]) + 86_400_000
     beat.to_csv(folder / f"part-{parts:03d}.csv", index=False)
@@ -66,7 +73,9 @@ def count_rows(folder: Path) -> int:
     )
 
 
-def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
+def in_process(
+    spark, folder: Path, tmp: Path, files_per_batch: int, expected: int = EXPECTED_MATCHES
+) -> dict:
     from sparkcep.runners.streaming.pipeline import read_stream, start, stream
 
     out = tmp / f"out-{files_per_batch}"
@@ -79,22 +88,34 @@ def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
     )  # fmt: skip
     running.awaitTermination()
     wall = time.perf_counter() - started
-    progress = [p for p in running.recentProgress if p["numInputRows"] > 0]
-    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    events = sum(p["numInputRows"] for p in progress)
-    later = progress[1:]  # without the first micro-batch (Python workers start, JIT)
-    later_events = sum(p["numInputRows"] for p in later)
     matches = count_rows(out)
     return {
         "run": f"in-process, {files_per_batch} file(s) per micro-batch",
+        "matches": matches,
+        "correct": matches == expected,
+        **timed(running, wall),
+    }
+
+
+def timed(running, wall: float) -> dict:
+    """A finished stream's events/s (over every micro-batch with events, all but the
+    first, the second half) and latencies, from Spark's progress reports."""
+    progress = [p for p in running.recentProgress if p["numInputRows"] > 0]
+    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+    rows = [p["numInputRows"] for p in progress]
+    half = len(progress) // 2  # by the second half the JVM's compiler has caught up
+
+    def rate(start: int) -> float | None:
+        return sum(rows[start:]) / sum(durations[start:]) if durations[start:] else None
+
+    return {
         "micro_batches": len(running.recentProgress),
         "batches_with_data": len(progress),
-        "events": events,
-        "matches": matches,
-        "correct": matches == EXPECTED_MATCHES,
+        "events": sum(rows),
         "seconds": wall,
-        "events_per_s": events / sum(durations),
-        "events_per_s_after_first": later_events / sum(durations[1:]) if later else None,
+        "events_per_s": rate(0),
+        "events_per_s_after_first": rate(1),  # (the first: Python workers start, JIT)
+        "events_per_s_second_half": rate(half),
         "first_batch_s": durations[0],
         "state_partitions": progress[0]["stateOperators"][0]["numShufflePartitions"],
         "latency_median_s": statistics.median(durations),
@@ -104,6 +125,55 @@ def in_process(spark, folder: Path, tmp: Path, files_per_batch: int) -> dict:
             part: statistics.median(p["durationMs"].get(part, 0) / 1000 for p in progress)
             for part in PARTS
         },
+    }
+
+
+def floor_in_process(spark, folder: Path, tmp: Path, files_per_batch: int, source: str) -> dict:
+    """The floor: the stateful stream a PySpark user would write on the same files, with
+    none of sparkcep's work. The CSV read with its schema given (Spark's file source, or
+    sparkcep's folder source: `source`), event time as the watermark,
+    groupBy(k).applyInPandasWithState of a light function (each key's event count kept
+    in the state, one row per key and micro-batch) with an event-time timeout, rows
+    written as JSON lines by Spark's file sink. Timed as `in_process` times sparkcep."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    def light(key, frames, state):  # the key's events counted, kept in the state
+        n = (state.get[0] if state.exists else 0) + sum(len(f) for f in frames)
+        state.update((n,))
+        yield pd.DataFrame({"k": [key[0]], "n": [n]})
+
+    if source == "spark":
+        df = (
+            spark.readStream.schema("id long, type string, k long, v double, ts long")
+            .option("header", True).option("maxFilesPerTrigger", files_per_batch)
+            .csv(str(folder))
+        )  # fmt: skip
+    else:  # sparkcep's folder source (text cells, cast here as the schema above)
+        from sparkcep.runners.streaming.pipeline import read_stream
+
+        text = read_stream(spark, str(folder), max_files=files_per_batch).df
+        types = {"id": "long", "type": "string", "k": "long", "v": "double", "ts": "long"}
+        df = text.select(*[F.col(c).cast(t).alias(c) for c, t in types.items()])
+    df = df.withColumn("t", F.timestamp_millis("ts")).withWatermark("t", "0 seconds")
+    rows = df.groupBy("k").applyInPandasWithState(
+        light, "k long, n long", "n long", "append", "EventTimeTimeout"
+    )
+    out = tmp / f"floor-{source}-{files_per_batch}"
+    started = time.perf_counter()
+    running = (
+        rows.writeStream.format("json").option("path", str(out))
+        .option("checkpointLocation", str(tmp / f"floor-ckpt-{source}-{files_per_batch}"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    running.awaitTermination()
+    wall = time.perf_counter() - started
+    return {
+        "run": f"floor ({source} file source + applyInPandasWithState, light), "
+        f"{files_per_batch} file(s) per micro-batch",
+        "matches": 0,
+        "correct": "–",
+        **timed(running, wall),
     }
 
 
@@ -138,10 +208,15 @@ def _env(src: str) -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([src, root]))
 
 
-def one_version(folder: Path, tmp: Path, src: str, version: str, files: int) -> dict:
-    """`in_process` in a process of its own that imports sparkcep from `src`."""
+def one_version(
+    folder: Path, tmp: Path, src: str, version: str, files: int, what: str = "sparkcep",
+    expected: int = EXPECTED_MATCHES,
+) -> dict:  # fmt: skip
+    """`in_process` (or a floor: `what`) in a process of its own (a JVM of its own) that
+    imports sparkcep from `src`."""
     args = [sys.executable, "-m", "benchmarks.streaming", "--one", str(files),
-            "--folder", str(folder), "--tmp", str(tmp / f"{version}-{files}")]  # fmt: skip
+            "--folder", str(folder), "--tmp", str(tmp / f"{version}-{what}-{files}"),
+            "--what", what, "--expected", str(expected)]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, env=_env(src))
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
@@ -154,14 +229,25 @@ def main() -> None:
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
+    parser.add_argument("--what", default="sparkcep", help=argparse.SUPPRESS)
+    parser.add_argument("--expected", type=int, default=EXPECTED_MATCHES, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sustained-only", action="store_true",
+        help="only the long stream (100 files) and its floors, added to the last run's table",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.one is not None:
         from sparkcep.runners.spark.session import spark_session
 
         tmp = Path(args.tmp)
         tmp.mkdir(parents=True)
-        spark = spark_session()
-        print(json.dumps(in_process(spark, Path(args.folder), tmp, args.one)))
+        spark = spark_session(**{"spark.sql.streaming.numRecentProgressUpdates": "10000"})
+        folder = Path(args.folder)
+        if args.what == "sparkcep":
+            row = in_process(spark, folder, tmp, args.one, args.expected)
+        else:
+            row = floor_in_process(spark, folder, tmp, args.one, args.what)
+        print(json.dumps(row))
         spark.stop()
         return
     after = str(Path(__file__).resolve().parent.parent / "src")
@@ -176,13 +262,41 @@ def main() -> None:
         for version, src in versions:
             rows.append(whole_process(folder, tmp, src, version))
             print(rows[-1], flush=True)
-        for files in (1, 5, 21):
-            for version, src in versions:
-                rows.append(one_version(folder, tmp, src, version, files))
-                print(rows[-1], flush=True)
+        if not args.sustained_only:
+            for files in (1, 5, 21):
+                for version, src in versions:
+                    rows.append(one_version(folder, tmp, src, version, files))
+                    print(rows[-1], flush=True)
+        rows += sustained(tmp, after)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.sustained_only:  # beside the last run's other rows
+        last = pd.read_csv(RESULTS / "streaming.csv").to_dict("records")
+        rows = [r for r in last if r["version"] != "long"] + [
+            r for r in rows if r["version"] == "long"
+        ]
+        for r in rows:
+            if isinstance(r.get("parts"), str):
+                r["parts"] = json.loads(r["parts"].replace("'", '"'))
     write(rows, args.before)
+
+
+LONG_REPEATS = 5  # the long stream: G2 five times over, 100 files of 50,000 events
+
+
+def sustained(tmp: Path, src: str) -> list[dict]:
+    """One 50k-event file per micro-batch over 100 files (5M events), so that the JVM's
+    compiler has caught up in the second half: sparkcep and the two floors, each in a
+    JVM of its own, one after the other."""
+    folder = tmp / "long"
+    write_files(folder, repeats=LONG_REPEATS)
+    rows = []
+    for what in ("sparkcep", "folder", "spark"):
+        row = one_version(folder, tmp, src, "long", 1, what, EXPECTED_MATCHES * LONG_REPEATS)
+        row["run"] = row["run"].replace("in-process", "long stream (100 files), in-process")
+        rows.append(row)
+        print(row, flush=True)
+    return rows
 
 
 def targets(rows: list[dict]) -> list[dict]:
@@ -206,6 +320,24 @@ def targets(rows: list[dict]) -> list[dict]:
                    f"output equal to batch: {after['correct']}"),
         target_row("4 · the same, median micro-batch latency, s", "≤ 1",
                    after["latency_median_s"], peer("latency_median_s", "s")),
+        *_long_target(rows),
+    ]  # fmt: skip
+
+
+def _long_target(rows: list[dict]) -> list[dict]:
+    """The long stream's sustained events/s (its second half), the floors beside it."""
+    long = {r["run"]: r for r in rows if r["version"] == "long"}
+    ours = next((r for run, r in long.items() if run.startswith("long stream")), None)
+    if ours is None:
+        return []
+    floors = "; ".join(
+        f"{run.split(' + ')[0]}): {r['events_per_s_second_half']:,.0f} ev/s"
+        for run, r in long.items() if run.startswith("floor")
+    )  # fmt: skip
+    return [
+        target_row("4 · streaming G2, 1 file per micro-batch, 100 files: events/s over the "
+                   "second half", "≥ 100000", ours["events_per_s_second_half"],
+                   f"same run, {floors}", f"output equal to batch: {ours['correct']}"),
     ]  # fmt: skip
 
 
@@ -219,18 +351,19 @@ def _parts_table(rows: list[dict]) -> list[str]:
         " (Python workers start, the JVM compiles) and the events/s of the others:",
         "",
         "| code | run | state partitions | " + " | ".join(PARTS)
-        + " | first micro-batch s | events/s after the first |",
-        "|---|---|---:|" + "---:|" * len(PARTS) + "---:|---:|",
+        + " | first micro-batch s | events/s after the first | events/s, second half |",
+        "|---|---|---:|" + "---:|" * len(PARTS) + "---:|---:|---:|",
     ]  # fmt: skip
     for r in rows:
         if "parts" not in r:
             continue
         parts = " | ".join(f"{r['parts'][p] * 1000:.0f}" for p in PARTS)
-        after = r.get("events_per_s_after_first")
+        after, half = r.get("events_per_s_after_first"), r.get("events_per_s_second_half")
         lines.append(
             f"| {r['version']} | {r['run']} | {r.get('state_partitions', '–')} | {parts} | "
             f"{r.get('first_batch_s', float('nan')):.2f} | "
-            + (f"{after:,.0f} |" if after else "– |")
+            + (f"{after:,.0f} |" if after == after and after else "– |")
+            + (f" {half:,.0f} |" if half == half and half else " – |")
         )
     return lines
 
@@ -271,7 +404,9 @@ def write(rows: list[dict], before: str | None) -> None:
         for r in rows:
             if r["version"] != "after":
                 continue
-            b = next(x for x in rows if x["version"] == "before" and x["run"] == r["run"])
+            b = next((x for x in rows if x["version"] == "before" and x["run"] == r["run"]), None)
+            if b is None:
+                continue
             lat = (
                 f"{r['latency_median_s'] / b['latency_median_s']:.2f}"
                 if "latency_median_s" in r
