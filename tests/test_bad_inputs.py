@@ -222,6 +222,30 @@ def test_rejected_rows_are_written_as_the_file_holds_them(spark, capsys, tmp_pat
     assert (rows if in_order else sorted(rows, key=lambda r: r[2])) == AS_READ_ROWS
 
 
+@pytest.mark.parametrize("mode", CHECK_MODES)
+def test_rejected_json_lines_keep_the_file_s_key_order(spark, capsys, tmp_path, mode):
+    """A JSON lines input's rejected rows name their columns in the order of the file's
+    keys, the malformed row's text after them, in every runner (Spark's reader sorts
+    keys by name: Spark wrote `id, k, ts, type` and the text first)."""
+    path = tmp_path / "e.jsonl"
+    path.write_text(
+        '{"type":"A","ts":1,"k":"007","id":1}\n{"ts":2,"k":"007","id":2}\nnot json\n'
+        '{"type":"C","ts":3,"k":"007","id":3}\n'
+    )
+    out = tmp_path / "m.jsonl"
+    query = "PATTERN SEQ(A a, C c) WHERE [k] WITHIN 10"
+    code, _, err = run_mode(capsys, mode, path, out, "--id", "id", query=query)
+    assert code == 0, err
+    lines = (tmp_path / "m.rejected.jsonl").read_text().splitlines()
+    assert sorted(lines) == sorted(
+        [
+            '{"type":null,"ts":2,"k":"007","id":2,"__corrupt_record":null,"reason":"type is missing"}',
+            '{"type":null,"ts":null,"k":null,"id":null,"__corrupt_record":"not json",'
+            '"reason":"malformed row"}',
+        ]
+    )
+
+
 # covered through Spark by: test_driver_check::test_checks_give_the_same_both_ways[every_reason]
 # (a time that is none and a word in a column of numbers in one file, both ways, by hand)
 SPARK_SLOW = [pytest.param(m, marks=pytest.mark.slow) for m in CHECK_MODES[1:]]

@@ -219,6 +219,22 @@ def csv_head(path: str, sep: str, header: bool, rows: int = HEAD_ROWS) -> list[l
         return out
 
 
+def json_key_order(path: str, lines: int = HEAD_ROWS) -> list[str]:
+    """The keys of a JSON lines file's first `lines` objects, in the order they first
+    appear (the local reader's column order; Spark's reader sorts them by name)."""
+    keys: dict[str, None] = {}
+    with reading(path), _open_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
+        for line, _ in zip(text, range(lines)):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                keys.update(dict.fromkeys(record))
+    return list(keys)
+
+
 def _open_binary(path: str):
     return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
 

@@ -18,6 +18,7 @@ from sparkcep.files import (
     check_names,
     count_rows,
     csv_head,
+    json_key_order,
     output_format,
 )
 from sparkcep.runners.spark.rows import _null_tokens
@@ -94,6 +95,7 @@ def read_spark(
     elif source.fmt == "json":
         df = spark.read.option("columnNameOfCorruptRecord", CORRUPT).json(files)
         infer = True  # a field of numbers and a few texts is read as text: type it
+        df = df.select(*[F.col(f"`{c}`") for c in _json_columns(df.columns, files[0])])
     else:
         df = spark.read.parquet(*files)
         infer = False
@@ -110,6 +112,19 @@ def read_spark(
     if len(files) > 1:
         split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
     return SparkInput(df, split_cols, infer, head, source.size)
+
+
+def _json_columns(columns: list[str], first_file: str) -> list[str]:
+    """A JSON lines input's columns in the order of its first keys, as the local reader
+    has them (Spark's reader sorts them by name), the others after, the malformed row's
+    text last: rejected rows are written alike (docs/input.md)."""
+    try:
+        first = json_key_order(first_file)
+    except Exception:  # the read above reports the file's fault
+        first = []
+    names = [c for c in columns if c != CORRUPT]
+    ordered = [c for c in first if c in names] + [c for c in names if c not in first]
+    return ordered + ([CORRUPT] if CORRUPT in columns else [])
 
 
 def _has_rows(path: str, sep: str, has_header: bool) -> bool:
