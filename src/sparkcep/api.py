@@ -37,7 +37,8 @@ def aggregate(df, queries, *, options: Options | None = None, partitions: int | 
 def stream(streaming_df, queries, *, options: Options | None = None, lateness: str = "0"):
     """Run queries on a streaming DataFrame (docs/streaming.md). Returns a `Stream`:
     `.matches` (the columns a batch run returns), `.late` and `.rejected` (the input's
-    columns and a `reason`) are typed streaming DataFrames;
+    columns and a `reason`) are typed streaming DataFrames (but the rejected rows of a
+    folder of CSV files, which hold the cells as read);
     `sparkcep.runners.streaming.start` writes all three to files, exactly once."""
     from sparkcep.runners.streaming.pipeline import stream as spark_stream
 

@@ -211,7 +211,8 @@ def stream(
     sdf: DataFrame | StreamSource, queries, *, options: Options | None = None, lateness: str = "0"
 ) -> Stream:
     """Run queries on a streaming DataFrame (docs/streaming.md): `.matches`, `.late` and
-    `.rejected` are typed streaming DataFrames; `start(stream, ...)` writes them all
+    `.rejected` are typed streaming DataFrames (a CSV folder's rejected rows hold the
+    cells as read); `start(stream, ...)` writes them all
     to files, exactly once. An integer time column needs its `time_unit` when the
     window or the lateness has a unit."""
     sdf, step, rows_schema = prepare_stream(sdf, queries, options, lateness)
