@@ -264,16 +264,7 @@ class _Compiled:
             held = self.held(seg)
             entry = seg.count
             state = np.array([seg.count, seg.capacity], np.int64)
-            why, i_next, nf = _kernel().run(
-                syms, ticks, new_instant, owned, i,
-                seg.sym, seg.tick, seg.first, state,
-                *held.tree.arrays(), held.tree.root,
-                self.v_off, self.v_sym, self.v_ret, self.v_topo, self.s_off, self.s_list,
-                self.p_win, self.windows, self.rules.max_window,
-                self.sink_off, self.sink_list,
-                held.rej, held.rej_n, held.changed,
-                self.out_pred, self.out_pos,
-            )  # fmt: skip
+            why, i_next, nf = self._run(seg, held, state, syms, ticks, new_instant, owned, i)
             count = int(state[0])
             self._found(seg, entry, i, nf, times, ids, found, meter)
             # The ring's other columns, for the events the kernel pushed
@@ -290,6 +281,20 @@ class _Compiled:
             if why == _kernel().GROW:
                 self._grow(seg, ticks, new_instant, i_next)
             i = int(i_next)
+
+    def _run(self, seg: Segment, held: _Held, state, syms, ticks, new_instant, owned, i):
+        """One call of the kernel from event i: (why it returned, where to go on, the
+        number of occurrences it wrote)."""
+        return _kernel().run(
+            syms, ticks, new_instant, owned, i,
+            seg.sym, seg.tick, seg.first, state,
+            *held.tree.arrays(), held.tree.root,
+            self.v_off, self.v_sym, self.v_ret, self.v_topo, self.s_off, self.s_list,
+            self.p_win, self.windows, self.rules.max_window,
+            self.sink_off, self.sink_list,
+            held.rej, held.rej_n, held.changed,
+            self.out_pred, self.out_pos,
+        )  # fmt: skip
 
     def _grow(self, seg: Segment, ticks, new_instant, i: int) -> None:
         """Double L until the instant at event i leaves no event of the largest window
