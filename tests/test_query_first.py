@@ -188,7 +188,8 @@ def test_a_missing_column_s_error_names_the_input_s_columns_only(
     capsys, monkeypatch, tmp_path, spark
 ):
     """Spark's reader adds a column of its own for malformed rows; the error lists the
-    input's columns, not that one (it did before the check moved here)."""
+    input's columns, not that one (it did before the check moved here), in the file's
+    order, as a local run does."""
     path = tmp_path / "e.jsonl"
     path.write_text('{"ts": 1, "type": "A", "k": 1}\n{"ts": 2, "type": "B", "k": 1}\nnot json\n')
     monkeypatch.setenv(DRIVER_ENV, "0")
@@ -196,7 +197,9 @@ def test_a_missing_column_s_error_names_the_input_s_columns_only(
     args = ("run", query, "-i", path, "--time", "tt", "-o", tmp_path / "m.jsonl")
     code, _, err = sparkcep(capsys, *args)
     assert code == 2
-    assert err.strip() == "error: the time column 'tt' is not in the input (columns: k, ts, type)"
+    assert err.strip() == "error: the time column 'tt' is not in the input (columns: ts, type, k)"
+    code, _, local = sparkcep(capsys, *args, "--local")
+    assert code == 2 and local == err
 
 
 def _without_java(tmp_path, *args) -> tuple[int, str]:

@@ -79,7 +79,8 @@ def split_valid(
     """
     for role, col in (("time", time_col), ("type", type_col), ("id", id_col)):
         if col is not None and col not in frame.columns and col != ORDER_COL:
-            raise DataError(missing_column(role, col, frame.columns))
+            named = [c for c in frame.columns if c not in (CORRUPT, READ_REASON)]  # the input's
+            raise DataError(missing_column(role, col, named))
     frame = frame.copy(deep=False)  # new columns only: the caller's frame stays as it was
     frame[ROW] = np.arange(len(frame), dtype=np.int64)
     if time_col == ORDER_COL:
