@@ -230,13 +230,8 @@ class DirectCompiled(_Compiled):
     def _run(self, seg, held, state, syms, ticks, new_instant, owned, i):
         """`_Compiled.feed`'s kernel call, with the scan for the tree."""
         return run(
-            syms, ticks, new_instant, owned, i,
-            seg.sym, seg.tick, seg.first, state,
-            self.v_off, self.v_sym, self.v_ret, self.v_topo, self.s_off, self.s_list,
-            self.p_win, self.windows, self.rules.max_window,
-            self.sink_off, self.sink_list,
-            held.rej, held.rej_n, held.changed,
-            self.out_pred, self.out_pos,
+            syms, ticks, new_instant, owned, i, seg.sym, seg.tick, seg.first, state,
+            *self._rule_arrays(held),
         )  # fmt: skip
 
 

@@ -286,14 +286,17 @@ class _Compiled:
         """One call of the kernel from event i: (why it returned, where to go on, the
         number of occurrences it wrote)."""
         return _kernel().run(
-            syms, ticks, new_instant, owned, i,
-            seg.sym, seg.tick, seg.first, state,
-            *held.tree.arrays(), held.tree.root,
+            syms, ticks, new_instant, owned, i, seg.sym, seg.tick, seg.first, state,
+            *held.tree.arrays(), held.tree.root, *self._rule_arrays(held),
+        )  # fmt: skip
+
+    def _rule_arrays(self, held: _Held) -> tuple:
+        """The kernel's arguments after the ring and the tree: the rules, the rejected
+        instances and the output buffer."""
+        return (
             self.v_off, self.v_sym, self.v_ret, self.v_topo, self.s_off, self.s_list,
-            self.p_win, self.windows, self.rules.max_window,
-            self.sink_off, self.sink_list,
-            held.rej, held.rej_n, held.changed,
-            self.out_pred, self.out_pos,
+            self.p_win, self.windows, self.rules.max_window, self.sink_off, self.sink_list,
+            held.rej, held.rej_n, held.changed, self.out_pred, self.out_pos,
         )  # fmt: skip
 
     def _grow(self, seg: Segment, ticks, new_instant, i: int) -> None:
