@@ -248,7 +248,7 @@ class _Compiled:
             seg._kernel = held
         if held.tree is None or held.tree.capacity != seg.capacity:
             held.tree = _kernel().Tree(seg.capacity, len(self.rules.symbols))
-            _kernel().build(seg.capacity, *held.tree.arrays(), seg.sym, seg.count)
+            _kernel().build(seg.capacity, held.tree.bits, seg.sym, seg.count)
         return held
 
     def feed(self, seg: Segment, symbols, ticks, new_instant, times, ids, owned, matcher):
@@ -287,7 +287,7 @@ class _Compiled:
         number of occurrences it wrote)."""
         return _kernel().run(
             syms, ticks, new_instant, owned, i, seg.sym, seg.tick, seg.first, state,
-            *held.tree.arrays(), held.tree.root, *self._rule_arrays(held),
+            held.tree.bits, *self._rule_arrays(held),
         )  # fmt: skip
 
     def _rule_arrays(self, held: _Held) -> tuple:
