@@ -331,78 +331,88 @@ def paper_setting(stream: pd.DataFrame, rules: list[str], prefix: int, repeat: i
     return row
 
 
-# ---- DirectMatch compiled (benchmarks/episodes_direct.py), on the whole stream ---------------
+# ---- DirectMatch and ToFel compiled, beside the CBS-Tree, on the same events ---------------
 
-DIRECT_CSV = RESULTS / "episodes_paper_direct_compiled.csv"
-DIRECT_PROBE = 25_000  # events: DirectMatch's time on them says whether the whole stream fits
-DIRECT_LIMIT = 360.0  # seconds: a longer DirectMatch run takes the largest prefix that fits
+# name: (label, rows, the module and function making its compiled program)
+COMPILED = {
+    "direct": ("DirectMatch compiled", RESULTS / "episodes_paper_direct_compiled.csv",
+               "benchmarks.episodes_direct", "direct_program"),
+    "tofel": ("ToFel compiled", RESULTS / "episodes_paper_tofel_compiled.csv",
+              "benchmarks.episodes_tofel", "tofel_program"),
+}  # fmt: skip
+DIRECT_CSV = COMPILED["direct"][1]
+PROBE = 25_000  # events: the baseline's time on them says whether the whole stream fits
+LIMIT = 360.0  # seconds (`--limit`): a longer baseline run takes the largest prefix that fits
 
 
-def direct_setting(stream: pd.DataFrame, rules: list[str]) -> dict:
-    """The CBS-Tree and the compiled DirectMatch over the same events (the whole stream,
-    or the largest prefix DirectMatch runs in DIRECT_LIMIT seconds), each a forked child,
-    one run each: CPU seconds, occurrences, digests, peak RSS."""
-    from benchmarks.episodes_direct import direct_program
+def compiled_setting(stream: pd.DataFrame, rules: list[str], name: str, limit: float) -> dict:
+    """The CBS-Tree and a compiled baseline (COMPILED[name]) over the same events (the
+    whole stream, or the largest prefix the baseline runs in `limit` seconds), each a
+    forked child, one run each: CPU seconds, occurrences, digests, peak RSS."""
+    import importlib
 
+    _, _, module, function = COMPILED[name]
+    make = getattr(importlib.import_module(module), function)
     plans, names = plan_queries(rules, {"type": "string", "ts": "int", "id": "int"}, OPTIONS)
     tree = engines()["episodes"].compile(plans, names, OPTIONS)
-    direct = direct_program(plans, names, OPTIONS)
-    for program in (tree, direct):  # the compiled code, loaded here: the children inherit it
+    base = make(plans, names, OPTIONS)
+    for program in (tree, base):  # the compiled code, loaded here: the children inherit it
         match_only(program, stream.head(50), 1)
     n = len(stream)
-    if n > DIRECT_PROBE:
-        probe = in_child(match_only, direct, stream.head(DIRECT_PROBE), 1)["seconds"]
-        if probe * n / DIRECT_PROBE > DIRECT_LIMIT:
-            n = max(CHUNK, int(DIRECT_PROBE * DIRECT_LIMIT / probe) // CHUNK * CHUNK)
+    if n > PROBE:
+        probe = in_child(match_only, base, stream.head(PROBE), 1)["seconds"]
+        if probe * n / PROBE > limit:
+            n = max(CHUNK, int(PROBE * limit / probe) // CHUNK * CHUNK)
     part = stream.head(n)
     t = in_child(match_only, tree, part, 1)
-    d = in_child(match_only, direct, part, 1)
+    d = in_child(match_only, base, part, 1)
     return {
-        "direct_events": n,
+        f"{name}_events": n,
         "tree_seconds": t["seconds"], "tree_rows": t["rows"], "tree_rss": t["rss_mb"],
         "tree_digest": t["digest"],
-        "direct_compiled_seconds": d["seconds"], "direct_compiled_rows": d["rows"],
-        "direct_compiled_rss": d["rss_mb"], "direct_compiled_digest": d["digest"],
+        f"{name}_compiled_seconds": d["seconds"], f"{name}_compiled_rows": d["rows"],
+        f"{name}_compiled_rss": d["rss_mb"], f"{name}_compiled_digest": d["digest"],
         "digests_equal": t["digest"] == d["digest"],
     }  # fmt: skip
 
 
-def paper_direct(args) -> None:
-    """`--paper --compiled-direct`: each grid setting's rules (as `paper` draws them) run
-    by the CBS-Tree and the compiled DirectMatch over the same events; rows kept in
-    DIRECT_CSV (a setting already there at this many events is not run again)."""
+def paper_compiled(args, name: str) -> None:
+    """`--paper --compiled-direct` / `--compiled-tofel`: each grid setting's rules (as
+    `paper` draws them) run by the CBS-Tree and the compiled baseline over the same
+    events; rows kept in COMPILED[name]'s csv (a setting already there at this many
+    events is not run again)."""
+    label, path = COMPILED[name][:2]
     streams = {"traffic": lambda n: tiled(traffic(10**7), n), "sparse": sparse}
-    rows = pd.read_csv(DIRECT_CSV).to_dict("records") if DIRECT_CSV.exists() else []
+    rows = pd.read_csv(path).to_dict("records") if path.exists() else []
     done = {(r["stream"], r["experiment"], str(r["value"]), r["events"]) for r in rows}
     grids = args.grids.split(",") if args.grids else None
     values = args.values.split(",") if args.values else None
-    for name in args.streams.split(","):
-        stream = streams[name](args.events)
+    for stream_name in args.streams.split(","):
+        stream = streams[stream_name](args.events)
         for param, fixed, settings in experiments(10_000, False):
             for value, s in settings:
-                key = (name, param, str(value), len(stream))
+                key = (stream_name, param, str(value), len(stream))
                 if key in done or (grids and param not in grids):
                     continue
                 if values and str(value) not in values:
                     continue
                 rules = episodes(stream.head(20_000), s["n"], s["avev"], s["avee"], s["avew"],
                                  seed=value)  # fmt: skip
-                row = {"stream": name, "experiment": param, "fixed": fixed, "value": value,
-                       "episodes": s["n"], "events": len(stream)}  # fmt: skip
-                row.update(direct_setting(stream, rules))
+                row = {"stream": stream_name, "experiment": param, "fixed": fixed,
+                       "value": value, "episodes": s["n"], "events": len(stream)}  # fmt: skip
+                row.update(compiled_setting(stream, rules, name, args.limit))
                 rows = [r for r in rows if (r["stream"], r["experiment"], str(r["value"]),
                                             r["events"]) != key] + [row]  # fmt: skip
                 print(
-                    f"{name:8} {param:8} {value:>6}  {row['direct_events']:,} events: CBS-Tree "
-                    f"{row['tree_seconds']:.1f}s ({row['tree_rows']:,} rows, "
-                    f"{row['tree_rss']:.0f} MB)  DirectMatch compiled "
-                    f"{row['direct_compiled_seconds']:.1f}s ({row['direct_compiled_rows']:,} "
-                    f"rows, {row['direct_compiled_rss']:.0f} MB)  ratio "
-                    f"{row['direct_compiled_seconds'] / row['tree_seconds']:.2f}  digests "
-                    f"{'equal' if row['digests_equal'] else 'DIFFER'}",
+                    f"{stream_name:8} {param:8} {value:>6}  {row[f'{name}_events']:,} events: "
+                    f"CBS-Tree {row['tree_seconds']:.1f}s ({row['tree_rows']:,} rows, "
+                    f"{row['tree_rss']:.0f} MB)  {label} {row[f'{name}_compiled_seconds']:.1f}s "
+                    f"({row[f'{name}_compiled_rows']:,} rows, {row[f'{name}_compiled_rss']:.0f} "
+                    f"MB)  ratio {row[f'{name}_compiled_seconds'] / row['tree_seconds']:.2f}  "
+                    f"digests {'equal' if row['digests_equal'] else 'DIFFER'}",
                     flush=True,
                 )
-                pd.DataFrame(rows).to_csv(DIRECT_CSV, index=False)
+                pd.DataFrame(rows).to_csv(path, index=False)
     write_paper(paper_rows())
 
 
@@ -438,7 +448,8 @@ def paper(args) -> None:
 
 def paper_rows() -> list[dict]:
     """The rows of every `--paper` run (one csv per stream run), traffic first."""
-    paths = sorted(set(RESULTS.glob("episodes_paper_*.csv")) - {DIRECT_CSV}, reverse=True)
+    compiled = {path for _, path, _, _ in COMPILED.values()}
+    paths = sorted(set(RESULTS.glob("episodes_paper_*.csv")) - compiled, reverse=True)
     frames = [pd.read_csv(p) for p in paths]
     order = {"AveW": 0, "AveV": 1, "AveE": 2, "episodes": 3}
     frame = pd.concat(frames).sort_values("events", ascending=False, kind="stable")
@@ -482,78 +493,87 @@ ideal of each DAG, dominate at AveV 14).
 """
 
 
-def _direct_rows() -> dict:
-    """The compiled-DirectMatch rows (DIRECT_CSV), by setting: the most events."""
-    if not DIRECT_CSV.exists():
+def _compiled_rows(name: str) -> dict:
+    """A compiled baseline's rows (COMPILED[name]'s csv), by setting: the most events."""
+    path = COMPILED[name][1]
+    if not path.exists():
         return {}
-    frame = pd.read_csv(DIRECT_CSV).sort_values("direct_events", kind="stable")
+    frame = pd.read_csv(path).sort_values(f"{name}_events", kind="stable")
     return {(r["stream"], r["experiment"], str(r["value"])): r for r in frame.to_dict("records")}
 
 
-def _direct_cells(r: dict, d: dict | None) -> str:
-    """The table's compiled-DirectMatch columns for row r: blank where not run."""
+def _compiled_cells(name: str, d: dict | None) -> str:
+    """A baseline's cells of the all-compiled table: blank where not run."""
     if d is None:
-        return " |  |  |  |"
-    where = "" if d["direct_events"] == r["events"] else f" ({d['direct_events']:,} events)"
+        return " |  |  |  |  |"
     return (
-        f" {d['tree_seconds']:.1f}{where} | {d['direct_compiled_seconds']:.1f}{where} | "
-        f"{d['direct_compiled_seconds'] / d['tree_seconds']:.2f}× | "
+        f" {d[f'{name}_events']:,} | {d['tree_seconds']:.1f} | "
+        f"{d[f'{name}_compiled_seconds']:.1f} | "
+        f"{d[f'{name}_compiled_seconds'] / d['tree_seconds']:.2f}× | "
         f"{'yes' if d['digests_equal'] else 'NO'} |"
     )
 
 
-def _direct_reading(direct: dict) -> list[str]:
-    if not direct:
+def _compiled_table(rows: list[dict]) -> list[str]:
+    """The three algorithms compiled alike, each baseline beside the CBS-Tree on the same
+    events (`--paper --compiled-direct`, `--compiled-tofel`)."""
+    found = {name: _compiled_rows(name) for name in COMPILED}
+    if not any(found.values()):
         return []
-    out = [
-        "DirectMatch compiled (benchmarks/episodes_direct.py, `--paper --compiled-direct`, "
-        "rows in episodes_paper_direct_compiled.csv): the same CBR and Definition 3 as the "
-        "compiled CBS-Tree (the kernel's loop with the tree taken out; an instant's answers "
-        "shared by its rules the same way), each latest instance found by scanning the "
-        "window's raw events back from the bound; the product's Python DirectMatch gives "
-        "the same occurrences (tests/test_episodes_direct_compiled.py). It and the CBS-Tree "
-        "run over the same events (the whole stream unless a cell says how many), in the "
-        "same process, each a forked child, one run each, CPU time, with the same Python "
-        "around the kernel (`Found` rows made in the timed part for both); 'digests equal': "
-        "every occurrence's rule and event ids, in order, the same for both. The CBS-Tree "
-        "s in that column is from this run (the older column beside it is another run). "
-        "A ratio below 1: DirectMatch compiled is the faster.",
+    lines = [
+        "## All three compiled (`--paper --compiled-direct`, `--paper --compiled-tofel`)",
+        "",
+        "Like with like: DirectMatch (benchmarks/episodes_direct.py) is the CBS-Tree's own "
+        "compiled loop (`kernel.run_direct`) with each latest instance found by a scan of "
+        "the window's events back from the bound instead of the tree, the same CBR, "
+        "Definition 3 and answers shared by an instant's rules; ToFel "
+        "(benchmarks/episodes_tofel.py) is tofel.py's forward partial matches, one per "
+        "ideal of each rule's DAG, over numpy arrays with numba. Both give the same "
+        "occurrences as the product's Python DirectMatch and ToFel "
+        "(tests/test_episodes_direct_compiled.py, tests/test_episodes_tofel_compiled.py). "
+        "Each baseline and the CBS-Tree run over the same events (the whole stream, or the "
+        "largest prefix the baseline runs in a time limit, 360 s unless the text below says "
+        "otherwise: the events column), each a "
+        "forked child of one process, one run each, CPU seconds, with the same Python "
+        "around the kernel (`Found` rows made in the timed part). 'digests equal': every "
+        "occurrence's rule and event ids, in order, the same for both. A ratio above 1: "
+        "the CBS-Tree is the faster.",
         "",
     ]
-    for stream in dict.fromkeys(k[0] for k in direct):
-        mine = [d for k, d in direct.items() if k[0] == stream]
-        ratio = [d["direct_compiled_seconds"] / d["tree_seconds"] for d in mine]
-        out.append(
-            f"- {stream}: {len(mine)} settings run; the CBS-Tree is ahead of DirectMatch "
-            f"compiled in {sum(x > 1 for x in ratio)} ({min(ratio):.2f}× to "
-            f"{max(ratio):.2f}× DirectMatch compiled / CBS-Tree); digests equal in "
-            f"{sum(bool(d['digests_equal']) for d in mine)} of {len(mine)}."
+    for name, by_setting in found.items():
+        label = COMPILED[name][0]
+        for stream in dict.fromkeys(k[0] for k in by_setting):
+            mine = [d for k, d in by_setting.items() if k[0] == stream]
+            ratio = [d[f"{name}_compiled_seconds"] / d["tree_seconds"] for d in mine]
+            lines.append(
+                f"- {label}, {stream}: {len(mine)} settings; the CBS-Tree is ahead in "
+                f"{sum(x > 1 for x in ratio)} ({min(ratio):.2f}× to {max(ratio):.2f}× "
+                f"{label} / CBS-Tree); digests equal in "
+                f"{sum(bool(d['digests_equal']) for d in mine)} of {len(mine)}."
+            )
+    lines += [
+        "",
+        "| stream | varied | value | events | CBS-Tree s | DirectMatch compiled s | DM / "
+        "CBS-Tree | digests equal | events | CBS-Tree s | ToFel compiled s | ToFel / CBS-Tree "
+        "| digests equal |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        key = (r["stream"], r["experiment"], str(r["value"]))
+        if not any(key in by_setting for by_setting in found.values()):
+            continue
+        lines.append(
+            f"| {r['stream']} | {r['experiment']} | {r['value']} |"
+            + _compiled_cells("direct", found["direct"].get(key))
+            + _compiled_cells("tofel", found["tofel"].get(key))
         )
-    return [*out, "", *DIRECT_NOTES, ""] if DIRECT_NOTES else [*out, ""]
+    return [*lines, "", *COMPILED_NOTES, ""]
 
 
-DIRECT_NOTES: list[str] = [  # what was measured about why (written after the runs)
-    "Why DirectMatch compiled is ahead (2026-11-29, counted with an instrumented copy of "
-    "episodes_direct.py; 10,000 episodes, AveV 5, AveE 2): the windows are short in "
-    "events (L = 950 dense, 1,028 sparse at AveW 500; 93 at AveW 50), a 4-KB ring in L1 "
-    "cache, and most retrievals are answered by the instant's shared answers. Dense, AveW "
-    "500, first 20,000 events: 543 predicates triggered an event, 1,523 retrievals, 87% "
-    "answered from the shared answers, 196 scans an event of 101 events each (19,727 "
-    "symbols compared an event), 54.8 occurrences. Sparse, AveW 500, first 50,000: 60 "
-    "triggered, 156 retrievals, 15% shared, 133 scans of 225 events (29,807 compared an "
-    "event), 6.7 occurrences; AveW 50: 67 scans of 45 events. A scan compares consecutive "
-    "int32 slots; a tree search visits up to two root-to-leaf paths of about 10 nodes, "
-    "each a bit test and a branch, and every event is inserted along one path (35 or 300 "
-    "symbols: 1 or 5 words of bits a node). Kernel time alone (the `run` calls, without "
-    "the Python that makes `Found` rows): dense AveW 500, 20,000 events, CBS-Tree 4.06 s, "
-    "DirectMatch compiled 2.38 s; sparse AveW 500, 30,000 events, 1.80 s and 1.38 s. The "
-    "dense AveE 4 row is the CBS-Tree's first at 500,000 dense AveE events (292 s; "
-    "DirectMatch compiled 157 s).",
-]
+COMPILED_NOTES: list[str] = []  # what was measured about why (written after the runs)
 
 
 def write_paper(rows: list[dict]) -> None:
-    direct = _direct_rows()
     lines = [
         "## At the paper's scale (`--paper`)",
         "",
@@ -581,10 +601,8 @@ def write_paper(rows: list[dict]) -> None:
         "CBS-Tree µs/event | peak RSS MB | first | rows (first) | CBS-Tree s (first) | "
         "ToFel s (first) "
         "| DirectMatch s (first) | ToFel / CBS-Tree | DirectMatch / CBS-Tree | RSS MB "
-        "CBS/ToFel/DM (first) | the paper (§4) | CBS-Tree s (beside DM compiled) | "
-        "DirectMatch compiled s (whole) | DirectMatch compiled / CBS-Tree | digests equal |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
-        "---:|---:|---:|---|",
+        "CBS/ToFel/DM (first) | the paper (§4) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         said = PAPER.get((r["stream"], r["experiment"]), "")
@@ -598,9 +616,8 @@ def write_paper(rows: list[dict]) -> None:
             f"{r['directmatch_prefix_seconds'] / cbs:.0f}× | "
             f"{r['episodes_prefix_rss']:.0f} / {r['tofel_prefix_rss']:.0f} / "
             f"{r['directmatch_prefix_rss']:.0f} | {said} |"
-            + _direct_cells(r, direct.get((r["stream"], r["experiment"], str(r["value"]))))
         )
-    lines += ["", *_direct_reading(direct), PAPER_NOTES.rstrip("\n")]
+    lines += ["", PAPER_NOTES.rstrip("\n"), "", *_compiled_table(rows)]
     (RESULTS / "episodes_paper.md").write_text("\n".join(lines) + "\n")
     default = (RESULTS / "episodes.md").read_text().split("\n## At the paper's scale")[0]
     (RESULTS / "episodes.md").write_text(default.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
@@ -624,7 +641,7 @@ def _paper_reading(rows: list[dict]) -> list[str]:
             f"Python) in {sum(t > 1 for t in tofel)} of {len(mine)} settings "
             f"({min(tofel):.0f}× to {max(tofel):.0f}×) and of DirectMatch in Python in "
             f"{sum(d > 1 for d in direct)} ({min(direct):.0f}× to {max(direct):.0f}×): numba "
-            "against Python; against DirectMatch compiled, see below the table."
+            "against Python; all three compiled: the last table."
         )
         avew = [r for r in mine if r["experiment"] == "AveW"]
         if avew:
@@ -651,7 +668,15 @@ def main():
         "--compiled-direct", action="store_true",
         help="--paper: the CBS-Tree and DirectMatch compiled (episodes_direct.py), same events",
     )  # fmt: skip
-    parser.add_argument("--values", help="--paper --compiled-direct: only these values")
+    parser.add_argument(
+        "--compiled-tofel", action="store_true",
+        help="--paper: the CBS-Tree and ToFel compiled (episodes_tofel.py), same events",
+    )  # fmt: skip
+    parser.add_argument("--values", help="--paper --compiled-*: only these values")
+    parser.add_argument(
+        "--limit", type=float, default=LIMIT,
+        help="--paper --compiled-*: seconds a baseline may take (else a prefix)",
+    )  # fmt: skip
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite the table and plot from episodes.csv"
     )
@@ -662,7 +687,10 @@ def main():
     if args.paper:
         if "--events" not in " ".join(os.sys.argv):
             args.events = 500_000
-        (paper_direct if args.compiled_direct else paper)(args)
+        if args.compiled_direct or args.compiled_tofel:
+            paper_compiled(args, "direct" if args.compiled_direct else "tofel")
+        else:
+            paper(args)
         return
     if args.report_only:
         frame = pd.read_csv(RESULTS / "episodes.csv")
