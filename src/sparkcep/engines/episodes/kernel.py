@@ -50,10 +50,6 @@ class Tree:
         words = max(1, (n_symbols + 63) // 64)
         self.bits = np.zeros((words, 2 * self.leaves), np.uint64)  # a word's nodes together
 
-    @property
-    def nbytes(self) -> int:
-        return self.bits.nbytes
-
 
 # ---- the tree --------------------------------------------------------------------------------
 
