@@ -154,7 +154,7 @@ def execute(
         keep = kept_columns(guessed, roles, read)  # read None: all
         if one_pass and guessed and takes(guessed, needs_data_width(_plans(guessed))):
             checked = check_on_the_way(
-                df, split_cols=split_cols, read=read, head=head, keep=keep, **roles
+                df, split_cols=split_cols, read=read, source=source, keep=keep, **roles
             )  # fmt: skip
         elif one_read() and source.size < spark_files.ONE_READ_BYTES:
             checked = check_rows_once(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import glob
+import os
+import re
 import shutil
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,8 @@ from sparkcep.files import (
     output_format,
 )
 from sparkcep.runners.spark.rows import _null_tokens
+from sparkcep.runners.spark.session import default_parallelism
+from sparkcep.runners.spark.split_rows import rows_per_split, spark_split_bytes
 
 # CSV inputs under this size (unpacked) may be checked with one read (runners/spark/one_read.py):
 # their checked rows are kept for the run (in memory, on disk past it). Spilled to disk, the
@@ -32,6 +37,31 @@ ONE_READ_BYTES = 2**30
 
 # Spark's pattern for jsonlines.TIME_FORMAT (its default drops microseconds).
 SPARK_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
+
+
+@dataclass
+class SplitRows:
+    """The rows of each split of one CSV file (`split_rows.rows_per_split`), counted in a
+    thread of their own from `start()` (while the driver builds the run's plans)."""
+
+    path: str
+    split_bytes: int
+    header: bool
+    _counting: Future | None = None
+
+    def start(self) -> SplitRows:
+        if self._counting is None:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="sparkcep-split-rows")
+            self._counting = pool.submit(rows_per_split, self.path, self.split_bytes, self.header)
+            pool.shutdown(wait=False)
+        return self
+
+    def result(self) -> list[int] | None:
+        """The counts (None: Spark must count them: see `rows_per_split`)."""
+        try:
+            return self.start()._counting.result()
+        except OSError:  # the file Spark reads is not one Python can: Spark counts
+            return None
 
 
 @dataclass
@@ -47,6 +77,8 @@ class SparkInput:
     # None: two reads.
     head: dict | None = None
     size: int | None = None  # the input's bytes (unpacked)
+    # One CSV file: its rows in each of Spark's splits, counted here (None: Spark counts)
+    split_rows: SplitRows | None = None
 
     def options(self) -> dict:
         return {"split_cols": self.split_cols, "infer_types": self.infer_types}
@@ -99,6 +131,7 @@ def read_spark(
     else:
         df = spark.read.parquet(*files)
         infer = False
+    split_size = balance_splits(spark, files)
     check_names([c for c in df.columns if c != CORRUPT], source.path)
     if null_values:
         df = _null_tokens(df, null_values)
@@ -111,7 +144,69 @@ def read_spark(
     split_cols = [F.spark_partition_id()]
     if len(files) > 1:
         split_cols = [F.col("_metadata.file_path"), F.col("_metadata.file_block_start")]
-    return SparkInput(df, split_cols, infer, head, source.size)
+    split_rows = None
+    if source.fmt == "csv" and split_size is not None:
+        split_rows = SplitRows(files[0], split_size, header=not named)
+    return SparkInput(df, split_cols, infer, head, source.size, split_rows)
+
+
+MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
+# What a run set the limit to and the session's own limit it replaced ("set|own"): a later
+# run starts from the session's own, unless the session's setting changed since.
+LIMIT_KEPT = "spark.sparkcep.files.maxPartitionBytes"
+_BYTES = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
+
+
+def balance_splits(spark, files: list[str]) -> int | None:
+    """Cut the files into splits that keep every core busy to the end: a multiple of the
+    cores, as equal as the files allow, none larger than Spark's limit (its default 128
+    MiB, or the session's). Spark cuts an input of more than a split per core at its
+    limit: 411 MB into 128, 128, 128 and 27 MB, and on 2 cores the third split runs
+    alone (G2, 16M events: the reading stage 22.2 -> 18.3 s, the same rows). A smaller
+    input is Spark's to cut (a split per core). Every job of the run plans with it.
+
+    Returns the size Spark cuts one uncompressed file into (None: several files, or not
+    known), for `split_rows.rows_per_split`."""
+    try:
+        now = spark.conf.get(MAX_PARTITION_BYTES)
+        set_to, _, own = (spark.conf.get(LIMIT_KEPT, None) or "|").partition("|")
+        own = own if own and now == set_to else now
+        limit = _bytes(own)
+        total = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
+        cores = default_parallelism(spark)
+        open_cost = _bytes(spark.conf.get("spark.sql.files.openCostInBytes"))
+        min_splits = spark.conf.get("spark.sql.files.minPartitionNum", None)
+        max_splits = spark.conf.get("spark.sql.files.maxPartitionNum", None)
+        leaves = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+    except Exception:  # files Python cannot see, a setting it cannot read: Spark's own cut
+        return None
+    if not (limit and cores and open_cost):
+        return None
+    size = split_bytes(total, cores, limit) if total > cores * limit else limit
+    spark.conf.set(MAX_PARTITION_BYTES, str(size))
+    spark.conf.set(LIMIT_KEPT, f"{size}|{own}")
+    if len(files) != 1 or files[0].lower().endswith(".gz") or max_splits:
+        return None
+    return spark_split_bytes(total, 1, size, open_cost, int(min_splits or leaves or cores))
+
+
+def split_bytes(total: int, cores: int, limit: int) -> int:
+    """The size of the splits that cut `total` bytes into a multiple of `cores` splits,
+    each at most `limit` bytes.
+
+    >>> split_bytes(411_008_686, 2, 128 * 2**20), split_bytes(102_751_714, 2, 128 * 2**20)
+    (102752172, 51375857)
+    """
+    pieces = cores * max(1, -(-total // (cores * limit)))
+    return max(1, -(-total // pieces))
+
+
+def _bytes(setting: str | None) -> int | None:
+    """A Spark size setting ('134217728b', '64m', '1000') in bytes."""
+    found = _BYTES.match(setting or "")
+    if not found:
+        return None
+    return int(found.group(1)) * 1024 ** "_kmgtp".index((found.group(2) or "_").lower())
 
 
 def _json_columns(columns: list[str], first_file: str) -> list[str]:

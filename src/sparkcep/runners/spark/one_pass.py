@@ -10,7 +10,9 @@ projection that checks the rows (`one_read.projected`: the types guessed from th
 rows) feeds the shuffle that lays the events out by key, and the counts the summary
 needs, and those that confirm the guessed types, are observed in the same job
 (`pyspark.sql.Observation`). Row numbers need the rows of each split of the files before
-the matching: a count of the lines (the cells are not read) gives them first.
+the matching: for one CSV file Python counts them (`split_rows`) while the plans are
+built, and the job checks the counts; otherwise a count of the lines (the cells are not
+read) gives them first.
 
 A guess never decides a result: after the job, the counts must confirm the types (and
 the number of rows the first count gave). Where they do not, `settle` raises
@@ -64,24 +66,40 @@ def check_on_the_way(
     id_col: str | None,
     split_cols: list[Column],
     read: set[str] | None,
-    head: dict[str, list[str]],
+    source,
     keep: set[str] | None = None,
 ) -> Checked:
     """`check_rows(df, ..., infer_types=True)` with the rows checked lazily, on their
     way to the matcher: the counts are those of the guessed types and are filled in by
-    `Checked.settle()` after the job that reads the rows (`Pending`)."""
+    `Checked.settle()` after the job that reads the rows (`Pending`). `source`: the files'
+    `spark_files.SparkInput`, whose first cells the types are guessed from; for one CSV
+    file it counts the rows of each split in Python (`SparkInput.split_rows`) instead of
+    a job of Spark's, and the job checks them (`Pending.settle`)."""
     keep_observed(df.sparkSession)
+    head, split_rows = source.head, source.split_rows
+    if id_col is None and split_rows is not None:
+        split_rows.start()  # counting while the plans are built
     p = projected(
         df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
         read=read, head=head, keep=keep,
     )  # fmt: skip
-    splits = lines_by_split(df, split_cols, p.split_names) if id_col is None else []
+    splits, rows, seen = [], p.rows, None
+    if id_col is None:
+        by_split = split_rows.result() if split_rows is not None else None
+        if by_split is not None:
+            first = p.split_names[0]
+            splits = [{first: i, "n": n, "base": i << ID_BITS} for i, n in enumerate(by_split)]
+            seen = Observation(f"sparkcep rows of the splits {uuid.uuid4().hex}")
+            beyond = F.count(F.when(_not_counted(by_split, first), 1)).alias("n")
+            rows = rows.observe(seen, beyond)
+        else:
+            splits = lines_by_split(df, split_cols, p.split_names)
     # Each typed column keeps its cells as read where one is not of its type: a query
     # that reads the column rejects those rows (`reject_bad_cells`).
     coerced = {n: f"{RAW}{i}" for i, (n, g) in enumerate(p.guesses.items()) if g != "string"}
     roles = (time_col, type_col, id_col)
     valid, rejected, row_ids = valid_and_rejected(
-        p.rows, splits, p.split_names, coerced, [], p.columns, roles
+        rows, splits, p.split_names, coerced, [], p.columns, roles
     )  # fmt: skip
     counted = sum(r["n"] for r in splits) if id_col is None else None
     return Checked(
@@ -96,8 +114,22 @@ def check_on_the_way(
         coerced,
         None,
         id_col is not None,
-        pending=Pending(p, counted),
+        pending=Pending(p, counted, splits_seen=seen),
     )
+
+
+# Spark's monotonically_increasing_id: the partition in the upper bits, the row's place in
+# it in the lower 33
+ID_BITS = 33
+
+
+def _not_counted(counted: list[int], split: str) -> Column:
+    """A row beyond the rows counted for its split (one file's splits are Spark's
+    partitions of it, in order). With the total equal to the rows read, no such row
+    means every split's count holds."""
+    place = F.col(MID) - F.shiftleft(F.col(split).cast("long"), ID_BITS)
+    n = F.try_element_at(F.array(*[F.lit(c) for c in counted]), F.col(split) + 1)
+    return F.coalesce(place >= n, F.lit(True))
 
 
 EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
@@ -134,6 +166,8 @@ class Pending:
     projection: Projection
     counted: int | None  # the rows `lines_by_split` counted (None: not counted)
     valid_seen: Observation | None = None  # the rows that reach the matcher
+    # the rows beyond their split's count (`_not_counted`), when Python counted them
+    splits_seen: Observation | None = None
     settled: bool = False
 
     def watch(self, checked: Checked) -> Checked:
@@ -153,6 +187,7 @@ class Pending:
         try:
             stats = p.observation.get
             valid = self.valid_seen.get["n"] if self.valid_seen is not None else None
+            beyond = self.splits_seen.get["n"] if self.splits_seen is not None else 0
         except Exception as e:  # no counts (keep_observed failed to keep them): check first
             raise GuessWrong("Spark gave no counts of the rows it read") from e
         n = stats["n"] or 0
@@ -160,6 +195,8 @@ class Pending:
             raise DataError("the input holds no events")
         if self.counted is not None and n != self.counted:
             raise GuessWrong(f"the files held {n:,} rows, not the {self.counted:,} first counted")
+        if beyond:
+            raise GuessWrong("the rows of the file's splits were not those first counted")
         chosen = p.confirmed()
         if chosen is None:
             raise GuessWrong(_wrong(stats, p))
