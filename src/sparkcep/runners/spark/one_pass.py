@@ -35,7 +35,13 @@ from pyspark.sql import functions as F
 
 from sparkcep.errors import DataError
 from sparkcep.input_types import mostly_numbers
-from sparkcep.runners.spark.one_read import Projection, counted_kinds, projected, valid_and_rejected
+from sparkcep.runners.spark.one_read import (
+    ID_BITS,
+    Projection,
+    counted_kinds,
+    projected,
+    valid_and_rejected,
+)
 from sparkcep.runners.spark.rows import MID, RAW, Checked, _sortable
 from sparkcep.runners.spark.session import setting
 
@@ -76,30 +82,25 @@ def check_on_the_way(
     file it counts the rows of each split in Python (`SparkInput.split_rows`) instead of
     a job of Spark's, and the job checks them (`Pending.settle`)."""
     keep_observed(df.sparkSession)
-    head, split_rows = source.head, source.split_rows
-    if id_col is None and split_rows is not None:
+    split_rows = source.split_rows if id_col is None else None
+    if split_rows is not None:
         split_rows.start()  # counting while the plans are built
     p = projected(
         df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
-        read=read, head=head, keep=keep,
+        read=read, head=source.head, keep=keep, split_rows=split_rows,
     )  # fmt: skip
-    splits, rows, seen = [], p.rows, None
-    if id_col is None:
-        by_split = split_rows.result() if split_rows is not None else None
-        if by_split is not None:
-            first = p.split_names[0]
-            splits = [{first: i, "n": n, "base": i << ID_BITS} for i, n in enumerate(by_split)]
-            seen = Observation(f"sparkcep rows of the splits {uuid.uuid4().hex}")
-            beyond = F.count(F.when(_not_counted(by_split, first), 1)).alias("n")
-            rows = rows.observe(seen, beyond)
-        else:
-            splits = lines_by_split(df, split_cols, p.split_names)
+    splits = []
+    if p.by_split is not None:
+        first = p.split_names[0]
+        splits = [{first: i, "n": n, "base": i << ID_BITS} for i, n in enumerate(p.by_split)]
+    elif id_col is None:
+        splits = lines_by_split(df, split_cols, p.split_names)
     # Each typed column keeps its cells as read where one is not of its type: a query
     # that reads the column rejects those rows (`reject_bad_cells`).
     coerced = {n: f"{RAW}{i}" for i, (n, g) in enumerate(p.guesses.items()) if g != "string"}
     roles = (time_col, type_col, id_col)
     valid, rejected, row_ids = valid_and_rejected(
-        rows, splits, p.split_names, coerced, [], p.columns, roles
+        p.rows, splits, p.split_names, coerced, [], p.columns, roles
     )  # fmt: skip
     counted = sum(r["n"] for r in splits) if id_col is None else None
     return Checked(
@@ -114,22 +115,8 @@ def check_on_the_way(
         coerced,
         None,
         id_col is not None,
-        pending=Pending(p, counted, splits_seen=seen),
+        pending=Pending(p, counted),
     )
-
-
-# Spark's monotonically_increasing_id: the partition in the upper bits, the row's place in
-# it in the lower 33
-ID_BITS = 33
-
-
-def _not_counted(counted: list[int], split: str) -> Column:
-    """A row beyond the rows counted for its split (one file's splits are Spark's
-    partitions of it, in order). With the total equal to the rows read, no such row
-    means every split's count holds."""
-    place = F.col(MID) - F.shiftleft(F.col(split).cast("long"), ID_BITS)
-    n = F.try_element_at(F.array(*[F.lit(c) for c in counted]), F.col(split) + 1)
-    return F.coalesce(place >= n, F.lit(True))
 
 
 EMPTY_RELATION = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
@@ -166,8 +153,6 @@ class Pending:
     projection: Projection
     counted: int | None  # the rows `lines_by_split` counted (None: not counted)
     valid_seen: Observation | None = None  # the rows that reach the matcher
-    # the rows beyond their split's count (`_not_counted`), when Python counted them
-    splits_seen: Observation | None = None
     settled: bool = False
 
     def watch(self, checked: Checked) -> Checked:
@@ -187,7 +172,6 @@ class Pending:
         try:
             stats = p.observation.get
             valid = self.valid_seen.get["n"] if self.valid_seen is not None else None
-            beyond = self.splits_seen.get["n"] if self.splits_seen is not None else 0
         except Exception as e:  # no counts (keep_observed failed to keep them): check first
             raise GuessWrong("Spark gave no counts of the rows it read") from e
         n = stats["n"] or 0
@@ -195,7 +179,7 @@ class Pending:
             raise DataError("the input holds no events")
         if self.counted is not None and n != self.counted:
             raise GuessWrong(f"the files held {n:,} rows, not the {self.counted:,} first counted")
-        if beyond:
+        if stats["beyond"] if p.by_split is not None else 0:
             raise GuessWrong("the rows of the file's splits were not those first counted")
         chosen = p.confirmed()
         if chosen is None:

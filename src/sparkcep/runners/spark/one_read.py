@@ -152,7 +152,7 @@ def check_rows_once(
     )  # fmt: skip
 
 
-def projected(
+def projected(  # noqa: PLR0913 (the roles, the splits, their counts, the first rows)
     df: DataFrame,
     *,
     time_col: str,
@@ -162,9 +162,13 @@ def projected(
     read: set[str] | None,
     head: dict[str, list[str]],
     keep: set[str] | None = None,
+    split_rows=None,
 ) -> Projection:
     """Every row checked with the types guessed from `head` (the projection the one
-    read keeps, and the one pass feeds to the matcher), observed while a job reads it."""
+    read keeps, and the one pass feeds to the matcher), observed while a job reads it.
+    `split_rows` (one file, no id column: `spark_files.SplitRows`): the rows of each of
+    its splits as counted in Python, checked in the same observation (`beyond`: rows
+    beyond their split's count)."""
     check_columns(df.columns, time_col, type_col, id_col)
     columns = df.columns
     # Blank cells are nulls in the columns the valid rows keep; the others are read only
@@ -193,6 +197,10 @@ def projected(
                 facts.append(casts[kind].alias(f"{CAST}{i}_{kind}"))
             cell = F.col(f"`{name}`") if kind == "any" else F.col(f"{CAST}{i}_{kind}")
             aggs.append(F.count(F.when(~reasons.corrupt, cell)).alias(f"c{i}_{kind}"))
+    by_split = split_rows.result() if split_rows is not None and id_col is None else None
+    if by_split is not None:
+        beyond = _beyond_counted(by_split, F.col(MID), F.col(split_names[0]))
+        aggs.append(F.count(F.when(beyond, 1)).alias("beyond"))
     # A name of its own: a cached plan equal to another run's (one not released) would
     # be reused, its rows not read again, and this observation never filled.
     observation = Observation(f"sparkcep checking pass {uuid.uuid4().hex}")
@@ -210,7 +218,23 @@ def projected(
         _time_value(time_kind).alias(time_col),
         F.col(f"__tick_{time_kind}").alias(TICKS),
     )
-    return Projection(rows, observation, reasons, time_kind, guesses, split_names, columns)
+    return Projection(
+        rows, observation, reasons, time_kind, guesses, split_names, columns, by_split
+    )  # fmt: skip
+
+
+# Spark's monotonically_increasing_id: the partition in the upper bits, the row's place in
+# it in the lower 33
+ID_BITS = 33
+
+
+def _beyond_counted(counted: list[int], row_id: Column, split: Column) -> Column:
+    """A row beyond the rows counted for its split (one file's splits are Spark's
+    partitions of it, in order). With the total equal to the rows read, no such row
+    means every split's count holds."""
+    place = row_id - F.shiftleft(split.cast("long"), ID_BITS)
+    n = F.try_element_at(F.array(*[F.lit(c) for c in counted]), split + 1)
+    return F.coalesce(place >= n, F.lit(True))
 
 
 @dataclass
@@ -224,6 +248,7 @@ class Projection:
     guesses: dict[str, str]
     split_names: list[str]
     columns: list[str]
+    by_split: list[int] | None = None  # the rows of each split, counted in Python
 
     def confirmed(self) -> dict | None:
         """The types the counts confirm (`_confirmed`; the job has run)."""
