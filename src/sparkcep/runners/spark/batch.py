@@ -153,8 +153,10 @@ def execute(
     if infer_types and head is not None and split_cols is not None:
         keep = kept_columns(guessed, roles, read)  # read None: all
         if one_pass and guessed and takes(guessed, needs_data_width(_plans(guessed))):
+            read_later = None if keep is None else {c for p in guessed for c in p.columns()}
             checked = check_on_the_way(
-                df, split_cols=split_cols, read=read, source=source, keep=keep, **roles
+                df, split_cols=split_cols, read=read, source=source, keep=keep,
+                later_cols=read_later, **roles,
             )  # fmt: skip
         elif one_read() and source.size < spark_files.ONE_READ_BYTES:
             checked = check_rows_once(
@@ -173,7 +175,7 @@ def execute(
         if checked.pending is not None:  # checked on the way: the same programs as guessed
             if not takes(programs, needs_data_width(plans)):
                 raise GuessWrong("the queries planned otherwise than against the first rows")
-            checked = checked.pending.watch(checked)
+            checked = checked.pending.watch(checked, programs)
         if needs_data_width(plans):  # U_max of interval times: the widest of the rows kept
             plans = with_data_widths(plans, lambda spec: _widest(checked.valid, spec, options))
             programs = compile_jobs(plans, names, replace(options, id_col=checked.id_col))

@@ -64,7 +64,7 @@ def takes(programs, needs_width: bool) -> bool:
     return len(programs) == 1 and bool(programs[0].partition_cols) and not needs_width
 
 
-def check_on_the_way(
+def check_on_the_way(  # noqa: PLR0913 (the roles, the splits, what the plans read)
     df: DataFrame,
     *,
     time_col: str,
@@ -74,20 +74,23 @@ def check_on_the_way(
     read: set[str] | None,
     source,
     keep: set[str] | None = None,
+    later_cols: set[str] | None = None,
 ) -> Checked:
     """`check_rows(df, ..., infer_types=True)` with the rows checked lazily, on their
     way to the matcher: the counts are those of the guessed types and are filled in by
     `Checked.settle()` after the job that reads the rows (`Pending`). `source`: the files'
     `spark_files.SparkInput`, whose first cells the types are guessed from; for one CSV
     file it counts the rows of each split in Python (`SparkInput.split_rows`) instead of
-    a job of Spark's, and the job checks them (`Pending.settle`)."""
+    a job of Spark's, and the job checks them (`Pending.settle`). `later_cols`: the
+    columns the programs planned against the first rows read, when they check no rows
+    themselves (`one_read.projected`)."""
     keep_observed(df.sparkSession)
     split_rows = source.split_rows if id_col is None else None
     if split_rows is not None:
         split_rows.start()  # counting while the plans are built
     p = projected(
         df, time_col=time_col, type_col=type_col, id_col=id_col, split_cols=split_cols,
-        read=read, head=source.head, keep=keep, split_rows=split_rows,
+        read=read, head=source.head, keep=keep, split_rows=split_rows, later_cols=later_cols,
     )  # fmt: skip
     splits = []
     if p.by_split is not None:
@@ -155,9 +158,18 @@ class Pending:
     valid_seen: Observation | None = None  # the rows that reach the matcher
     settled: bool = False
 
-    def watch(self, checked: Checked) -> Checked:
+    def watch(self, checked: Checked, programs) -> Checked:
         """`checked` with its valid rows counted as the job reads them (after every
-        check: the later rejected rows are the rest)."""
+        check: the later rejected rows are the rest), unless the checking pass counts
+        the rows `programs` reject later itself (`Projection.later_cols`: the same
+        columns read, no row checked by a program). An observation of its own costs
+        every row a step out of Spark's generated code (G2 16M: about 1.5 s)."""
+        later_cols = self.projection.later_cols
+        if later_cols is not None and not any(p.row_checks() for p in programs):
+            coerced = set(checked.coerced)
+            read = {c for p in programs for c in p.columns()}
+            if read & coerced == later_cols & coerced:
+                return checked
         self.valid_seen = Observation(f"sparkcep valid rows {uuid.uuid4().hex}")
         valid = checked.valid.observe(self.valid_seen, F.count(F.lit(1)).alias("n"))
         checked.valid = valid
@@ -197,6 +209,8 @@ class Pending:
         }
         if valid is not None:
             checked.later_count = n - checked.first_rejected - valid
+        elif p.later_cols is not None:  # counted by the checking pass (`watch`)
+            checked.later_count = stats["later"]
         self.settled = True
 
 

@@ -163,12 +163,15 @@ def projected(  # noqa: PLR0913 (the roles, the splits, their counts, the first 
     head: dict[str, list[str]],
     keep: set[str] | None = None,
     split_rows=None,
+    later_cols: set[str] | None = None,
 ) -> Projection:
     """Every row checked with the types guessed from `head` (the projection the one
     read keeps, and the one pass feeds to the matcher), observed while a job reads it.
     `split_rows` (one file, no id column: `spark_files.SplitRows`): the rows of each of
     its splits as counted in Python, checked in the same observation (`beyond`: rows
-    beyond their split's count)."""
+    beyond their split's count). `later_cols` (the columns the programs read, when they
+    check no rows themselves): the valid rows a cell of those columns not of its type
+    rejects later (`rows.reject_bad_cells`) are counted too (`later`)."""
     check_columns(df.columns, time_col, type_col, id_col)
     columns = df.columns
     # Blank cells are nulls in the columns the valid rows keep; the others are read only
@@ -201,6 +204,13 @@ def projected(  # noqa: PLR0913 (the roles, the splits, their counts, the first 
     if by_split is not None:
         beyond = _beyond_counted(by_split, F.col(MID), F.col(split_names[0]))
         aggs.append(F.count(F.when(beyond, 1)).alias("beyond"))
+    if later_cols is not None:
+        not_typed = F.lit(False)
+        for i, name in enumerate(inferred):
+            if guesses[name] != "string" and name in later_cols:
+                cast = F.col(f"{CAST}{i}_{guesses[name]}")
+                not_typed = not_typed | (F.col(f"`{name}`").isNotNull() & cast.isNull())
+        aggs.append(F.count(F.when(F.col(REASON).isNull() & not_typed, 1)).alias("later"))
     # A name of its own: a cached plan equal to another run's (one not released) would
     # be reused, its rows not read again, and this observation never filled.
     observation = Observation(f"sparkcep checking pass {uuid.uuid4().hex}")
@@ -219,7 +229,8 @@ def projected(  # noqa: PLR0913 (the roles, the splits, their counts, the first 
         F.col(f"__tick_{time_kind}").alias(TICKS),
     )
     return Projection(
-        rows, observation, reasons, time_kind, guesses, split_names, columns, by_split
+        rows, observation, reasons, time_kind, guesses, split_names, columns, by_split,
+        later_cols,
     )  # fmt: skip
 
 
@@ -249,6 +260,7 @@ class Projection:
     split_names: list[str]
     columns: list[str]
     by_split: list[int] | None = None  # the rows of each split, counted in Python
+    later_cols: set[str] | None = None  # the columns whose bad cells `later` counts
 
     def confirmed(self) -> dict | None:
         """The types the counts confirm (`_confirmed`; the job has run)."""
