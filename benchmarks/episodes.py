@@ -580,8 +580,9 @@ COMPILED_NOTES: list[str] = [  # what was measured about why (written after the 
     "other). The time limit: 360 s for DirectMatch on the sparse stream and the dense AveW "
     "and #episodes grids, 200 s on the dense AveV and AveE grids; for ToFel 360 s on the "
     "sparse AveW and AveV grids, 60 s on the others. ToFel compiled was not run on the "
-    "sparse AveE 3-4 and #episodes grids nor the dense AveE 2-4 and #episodes grids (the time "
-    "ran out: at dense AveE 1 it takes 75 ms an event).",
+    "dense AveE 2-4 and #episodes grids (at dense AveE 1 it takes 75 ms an event and 9 GB). "
+    "Its sparse AveE 3-4 and #episodes rows were run on 2026-11-30, on a quiet machine, "
+    "with the code of the others.",
     "",
     "Why the dense stream is a draw against DirectMatch compiled (counted with a counter "
     "in `kernel._latest`; 10,000 episodes, AveV 5, AveE 2, AveW 500, first 20,000 "
