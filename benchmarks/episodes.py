@@ -580,9 +580,11 @@ COMPILED_NOTES: list[str] = [  # what was measured about why (written after the 
     "other). The time limit: 360 s for DirectMatch on the sparse stream and the dense AveW "
     "and #episodes grids, 200 s on the dense AveV and AveE grids; for ToFel 360 s on the "
     "sparse AveW and AveV grids, 60 s on the others. ToFel compiled was not run on the "
-    "dense AveE 2-4 and #episodes grids (at dense AveE 1 it takes 75 ms an event and 9 GB). "
-    "Its sparse AveE 3-4 and #episodes rows were run on 2026-11-30, on a quiet machine, "
-    "with the code of the others.",
+    "dense #episodes grid at 5,000 and 10,000 episodes (the time ran out). Its sparse AveE "
+    "3-4 and #episodes rows, its dense AveE 2-4 rows (5,000 events, the smallest prefix: "
+    "ToFel took 40-139 s for them) and its dense #episodes 1,250 and 2,500 rows were run on "
+    "2026-11-30, one setting after another on an otherwise quiet machine, with the code of "
+    "the others.",
     "",
     "Why the dense stream is a draw against DirectMatch compiled (counted with a counter "
     "in `kernel._latest`; 10,000 episodes, AveV 5, AveE 2, AveW 500, first 20,000 "
